@@ -1,0 +1,3 @@
+from signoff.cli import main
+
+main()

@@ -1,0 +1,48 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from signoff import __version__
+from signoff.api.problems import install_problem_handlers
+from signoff.api.routes import admin, tasks
+from signoff.domain.clock import Clock, SystemClock
+from signoff.services.context import ServiceContext
+from signoff.settings import Settings
+from signoff.store.database import Database, create_engine
+
+DESCRIPTION = """\
+Signoff sits between machines and people: producers escalate work with context proof,
+reviewers claim it under a lease and decide, and the decision flows back to the source.
+
+Authenticate with `Authorization: Bearer <API key>` everywhere except `/healthz`.
+Errors are RFC 9457 problem details (`application/problem+json`) with a stable
+`error_code`.
+"""
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
+    """Build the application. The database engine is created when the app starts (in the
+    serving event loop) and disposed when it stops. The schema must already be migrated:
+    see :func:`signoff.bootstrap.prepare_database`."""
+    settings = settings or Settings()
+    clock = clock or SystemClock()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = Database(create_engine(settings))
+        app.state.context = ServiceContext(database=database, settings=settings, clock=clock)
+        try:
+            yield
+        finally:
+            await database.dispose()
+
+    app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    install_problem_handlers(app)
+    app.include_router(admin.router)
+    app.include_router(tasks.router)
+    return app

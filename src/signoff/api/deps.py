@@ -1,0 +1,120 @@
+"""Request plumbing shared by the routers: context, caller, bodies, responses."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, Header, Request
+from pydantic import BaseModel, ValidationError
+from starlette.responses import Response
+
+from signoff.api.schemas import Problem
+from signoff.domain.json_input import join_path, parse_json_strict
+from signoff.domain.tasks import Principal
+from signoff.errors import BadRequest, FieldError, PayloadTooLarge, validation_error
+from signoff.services import keys
+from signoff.services.context import ServiceContext
+from signoff.services.tasks import dumps
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def get_context(request: Request) -> ServiceContext:
+    context: ServiceContext = request.app.state.context
+    return context
+
+
+Context = Annotated[ServiceContext, Depends(get_context)]
+
+
+async def get_principal(
+    context: Context,
+    authorization: Annotated[str | None, Header(description="Bearer <API key>")] = None,
+) -> Principal:
+    bearer = None
+    if authorization:
+        scheme, _, credentials = authorization.partition(" ")
+        if scheme.lower() == "bearer":
+            bearer = credentials.strip()
+    return await keys.authenticate(context, bearer)
+
+
+Caller = Annotated[Principal, Depends(get_principal)]
+
+
+def require_lease_token(x_lease_token: str | None) -> str:
+    if not x_lease_token:
+        raise BadRequest(
+            "the X-Lease-Token header is required", error_code="ERR_LEASE_TOKEN_REQUIRED"
+        )
+    return x_lease_token
+
+
+LeaseTokenHeader = Annotated[
+    str | None, Header(description="The lease token returned by the claim.")
+]
+
+
+async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
+    """Read and strictly parse the body, refusing more than ``SIGNOFF_MAX_BODY_BYTES``
+    (413 ``ERR_PAYLOAD_TOO_LARGE``) before reading it all."""
+    limit = get_context(request).settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(
+            f"request body exceeds {limit} bytes", error_code="ERR_PAYLOAD_TOO_LARGE"
+        )
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"request body exceeds {limit} bytes", error_code="ERR_PAYLOAD_TOO_LARGE"
+            )
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip() and empty_as is not None:
+        return empty_as
+    return parse_json_strict(raw)
+
+
+async def read_model(request: Request, model: type[M], *, optional: bool = False) -> M:
+    """Parse the body into ``model``; an empty body means ``{}`` when ``optional``."""
+    data = await read_json_body(request, empty_as={} if optional else None)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = []
+        for item in exc.errors():
+            path = ""
+            for part in item["loc"]:
+                path = join_path(path, part if isinstance(part, int) else str(part))
+            errors.append(FieldError(path or "(root)", item["msg"]))
+        raise validation_error(errors) from None
+
+
+def json_response(
+    content: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    body = content if isinstance(content, str) else dumps(content)
+    return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+
+
+def body_doc(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON request body we parse ourselves."""
+    cleaned = {k: v for k, v in schema.items() if k != "$schema"}
+    return {
+        "requestBody": {"required": required, "content": {"application/json": {"schema": cleaned}}}
+    }
+
+
+def model_body_doc(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    return body_doc(model.model_json_schema(), required=required)
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for problem details: 401 and 403 always, plus ``statuses``."""
+    return {
+        status: {"model": Problem, "content": {"application/problem+json": {}}}
+        for status in (401, 403, *statuses)
+    }

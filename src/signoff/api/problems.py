@@ -1,0 +1,154 @@
+"""RFC 9457 problem details: the one place errors become HTTP responses.
+
+Every error body looks like::
+
+    {"type": "urn:signoff:problem:ERR_TASK_CONFLICT", "title": "Conflict", "status": 409,
+     "detail": "...", "error_code": "ERR_TASK_CONFLICT", "message": "...",
+     "errors": [{"field": "diagnostic_bundle.trace_id", "message": "is required"}], ...}
+
+served as ``application/problem+json``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from signoff.domain.json_input import join_path
+from signoff.errors import (
+    BadRequest,
+    Conflict,
+    FieldError,
+    Forbidden,
+    NotFound,
+    NotReady,
+    PayloadTooLarge,
+    SignoffError,
+    Unauthenticated,
+    Unprocessable,
+    validation_error,
+)
+
+log = structlog.get_logger("signoff.api")
+
+PROBLEM_JSON = "application/problem+json"
+
+#: Error kind → HTTP status. The only mapping of its kind in Signoff.
+STATUS_BY_KIND: dict[type[SignoffError], int] = {
+    BadRequest: 400,
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    Unprocessable: 422,
+    NotReady: 503,
+}
+
+
+def status_for(error: SignoffError) -> int:
+    for kind in type(error).__mro__:
+        if kind in STATUS_BY_KIND:
+            return STATUS_BY_KIND[kind]
+    return 500
+
+
+def problem_body(error: SignoffError, status: int) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": f"urn:signoff:problem:{error.error_code}",
+        "title": error.title,
+        "status": status,
+        "detail": error.message,
+        "error_code": error.error_code,
+        "message": error.message,
+    }
+    if error.errors:
+        body["errors"] = [{"field": e.field, "message": e.message} for e in error.errors]
+    body.update(error.extra)
+    return body
+
+
+def problem_response(error: SignoffError) -> Response:
+    status = status_for(error)
+    headers = {}
+    if isinstance(error, Unauthenticated):
+        headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
+    if isinstance(error, NotReady):
+        headers["Retry-After"] = "1"
+    content = json.dumps(problem_body(error, status), ensure_ascii=False)
+    return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _request_validation(exc: RequestValidationError) -> SignoffError:
+    errors = []
+    for item in exc.errors():
+        location = [
+            part for part in item.get("loc", ()) if part not in ("query", "path", "header", "body")
+        ]
+        path = ""
+        for part in location:
+            path = join_path(path, part if isinstance(part, int) else str(part))
+        errors.append(FieldError(path or "(request)", str(item.get("msg", "is invalid"))))
+    return validation_error(errors)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Replace FastAPI's default error shapes with problem details."""
+
+    @app.exception_handler(SignoffError)
+    async def _signoff(_request: Request, exc: SignoffError) -> Response:
+        return problem_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> Response:
+        return problem_response(_request_validation(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
+        codes = {404: ("ERR_NOT_FOUND", NotFound), 405: ("ERR_METHOD_NOT_ALLOWED", BadRequest)}
+        code, kind = codes.get(exc.status_code, ("ERR_HTTP", BadRequest))
+        response = problem_response(kind(str(exc.detail), error_code=code))
+        response.status_code = exc.status_code
+        return response
+
+    @app.exception_handler(OperationalError)
+    async def _database_unavailable(_request: Request, exc: OperationalError) -> Response:
+        log.warning("database.unavailable", error=str(exc.orig)[:200])
+        return problem_response(
+            NotReady("the database is not available; retry shortly", error_code="ERR_NOT_READY")
+        )
+
+    @app.exception_handler(DBAPIError)
+    async def _database_error(_request: Request, exc: DBAPIError) -> Response:
+        if exc.connection_invalidated:
+            return problem_response(
+                NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
+            )
+        log.error("database.error", error=str(exc.orig)[:500])
+        return Response(
+            json.dumps(
+                {
+                    "type": "about:blank",
+                    "title": "Internal error",
+                    "status": 500,
+                    "error_code": "ERR_INTERNAL",
+                    "message": "internal error",
+                }
+            ),
+            status_code=500,
+            media_type=PROBLEM_JSON,
+        )
+
+    @app.exception_handler(OSError)
+    async def _network(_request: Request, exc: OSError) -> Response:
+        log.warning("database.unreachable", error=str(exc)[:200])
+        return problem_response(
+            NotReady("the database is not reachable; retry shortly", error_code="ERR_NOT_READY")
+        )

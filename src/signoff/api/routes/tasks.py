@@ -1,0 +1,206 @@
+"""Review task endpoints: escalate, claim, renew, release, resolve, read."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from signoff.api.deps import (
+    Caller,
+    Context,
+    LeaseTokenHeader,
+    body_doc,
+    json_response,
+    model_body_doc,
+    problems,
+    read_json_body,
+    read_model,
+    require_lease_token,
+)
+from signoff.api.schemas import (
+    AuditTrailOut,
+    ClaimNextRequest,
+    ClaimRequest,
+    EscalationCreated,
+    LeaseGranted,
+    ResolveRequest,
+    TaskOut,
+    TaskPageOut,
+)
+from signoff.domain.escalation import contract_schema
+from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.tasks import task_view
+from signoff.services import tasks as task_service
+from signoff.services.tasks import LeaseGrant
+
+router = APIRouter(prefix="/tasks", tags=["tasks"])
+
+
+def _grant(context: Context, grant: LeaseGrant) -> Response:
+    return json_response({**task_view(grant.task, context.now()), "lease_token": grant.lease_token})
+
+
+@router.post(
+    "/escalate",
+    status_code=201,
+    response_model=None,
+    openapi_extra=body_doc(contract_schema()),
+    responses={201: {"model": EscalationCreated}, **problems(400, 409, 413, 422)},
+    summary="Escalate work to human review (seed 000)",
+)
+async def escalate(request: Request, context: Context, caller: Caller) -> Response:
+    """Create a review task. Replays the first response (with ``Idempotent-Replayed:
+    true``) for the same idempotency key and body within ``SIGNOFF_IDEMPOTENCY_TTL_SECONDS``."""
+    body = await read_json_body(request)
+    outcome = await task_service.escalate(context, caller, body)
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else None
+    return json_response(outcome.body, outcome.status_code, headers)
+
+
+@router.post(
+    "/claim-next",
+    response_model=None,
+    openapi_extra=model_body_doc(ClaimNextRequest, required=False),
+    responses={
+        200: {"model": LeaseGranted},
+        204: {"description": "No claimable task"},
+        **problems(422),
+    },
+    summary="Claim the oldest claimable task",
+)
+async def claim_next(request: Request, context: Context, caller: Caller) -> Response:
+    body = await read_model(request, ClaimNextRequest, optional=True)
+    grant = await task_service.claim_next(
+        context,
+        caller,
+        entity_type=body.entity_type,
+        reason_code=body.reason_code,
+        operator_id=body.operator_id,
+    )
+    return Response(status_code=204) if grant is None else _grant(context, grant)
+
+
+@router.post(
+    "/{task_id}/claim",
+    response_model=None,
+    openapi_extra=model_body_doc(ClaimRequest, required=False),
+    responses={200: {"model": LeaseGranted}, **problems(404, 409, 422)},
+    summary="Claim one task under a new lease",
+)
+async def claim(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
+    body = await read_model(request, ClaimRequest, optional=True)
+    return _grant(
+        context, await task_service.claim(context, caller, task_id, operator_id=body.operator_id)
+    )
+
+
+@router.post(
+    "/{task_id}/lease/renew",
+    response_model=None,
+    responses={200: {"model": TaskOut}, **problems(400, 404, 409)},
+    summary="Extend the caller's lease",
+)
+async def renew(
+    task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
+) -> Response:
+    task = await task_service.renew(context, caller, task_id, require_lease_token(x_lease_token))
+    return json_response(task_view(task, context.now()))
+
+
+@router.post(
+    "/{task_id}/release",
+    response_model=None,
+    responses={200: {"model": TaskOut}, **problems(400, 404, 409)},
+    summary="Give the task back to the queue",
+)
+async def release(
+    task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
+) -> Response:
+    task = await task_service.release(context, caller, task_id, require_lease_token(x_lease_token))
+    return json_response(task_view(task, context.now()))
+
+
+@router.post(
+    "/{task_id}/resolve",
+    response_model=None,
+    openapi_extra=model_body_doc(ResolveRequest),
+    responses={200: {"model": TaskOut}, **problems(400, 404, 409, 413, 422)},
+    summary="Record the decision under a live lease",
+)
+async def resolve(
+    task_id: str,
+    request: Request,
+    context: Context,
+    caller: Caller,
+    x_lease_token: LeaseTokenHeader = None,
+) -> Response:
+    token = require_lease_token(x_lease_token)
+    body = await read_model(request, ResolveRequest)
+    task = await task_service.resolve(
+        context,
+        caller,
+        task_id,
+        token,
+        decision=Decision(body.decision),
+        notes=body.notes,
+        resolution_payload=body.resolution_payload,
+        operator_id=body.operator_id,
+    )
+    return json_response(task_view(task, context.now()))
+
+
+@router.get(
+    "",
+    response_model=None,
+    responses={200: {"model": TaskPageOut}, **problems(422)},
+    summary="List tasks (cursor pagination, oldest first)",
+)
+async def list_tasks(
+    context: Context,
+    caller: Caller,
+    status: TaskStatus | None = None,
+    entity_type: str | None = None,
+    entity_id: str | None = None,
+    reason_code: str | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=task_service.MAX_PAGE_SIZE)] = 50,
+) -> Response:
+    page = await task_service.list_tasks(
+        context,
+        caller,
+        limit=limit,
+        cursor=cursor,
+        status=status,
+        entity_type=entity_type,
+        entity_id=entity_id,
+        reason_code=reason_code,
+    )
+    now = context.now()
+    return json_response(
+        {"items": [task_view(t, now) for t in page.tasks], "next_cursor": page.next_cursor}
+    )
+
+
+@router.get(
+    "/{task_id}",
+    response_model=None,
+    responses={200: {"model": TaskOut}, **problems(404)},
+    summary="One task",
+)
+async def get_task(task_id: str, context: Context, caller: Caller) -> Response:
+    task = await task_service.get_task(context, caller, task_id)
+    return json_response(task_view(task, context.now()))
+
+
+@router.get(
+    "/{task_id}/events",
+    response_model=None,
+    responses={200: {"model": AuditTrailOut}, **problems(404)},
+    summary="The task's append-only audit trail",
+)
+async def task_events(task_id: str, context: Context, caller: Caller) -> Response:
+    return json_response(
+        {"items": list(await task_service.task_audit_trail(context, caller, task_id))}
+    )

@@ -1,0 +1,144 @@
+"""Request and response shapes for the HTTP API (and its OpenAPI document).
+
+Request bodies are parsed strictly (:func:`signoff.domain.json_input.parse_json_strict`)
+and then validated against these models; responses are built from the domain's one task
+representation and documented here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from signoff.domain.states import Role
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain U+0000")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClaimRequest(_Strict):
+    operator_id: str | None = Field(
+        default=None, description="Must equal the caller's principal id."
+    )
+
+
+class ClaimNextRequest(ClaimRequest):
+    entity_type: str | None = None
+    reason_code: str | None = None
+
+    _nul = field_validator("entity_type", "reason_code")(_no_nul)
+
+
+class ResolveRequest(_Strict):
+    """Seed ``000`` section 5 (``shared/contract/example-resolve.json``)."""
+
+    decision: Literal["APPROVED", "REJECTED"]
+    notes: str | None = None
+    resolution_payload: dict[str, Any] | None = None
+    operator_id: str | None = Field(
+        default=None, description="Must equal the caller's principal id."
+    )
+
+    _nul = field_validator("notes")(_no_nul)
+
+
+class CreateApiKeyRequest(_Strict):
+    role: Role
+    principal_id: str = Field(min_length=1, max_length=255)
+
+
+class ApiKeyCreated(BaseModel):
+    id: str
+    key: str = Field(description="The secret. Shown once; only its SHA-256 is stored.")
+    role: Role
+    principal_id: str
+
+
+class ApiKeyOut(BaseModel):
+    id: str
+    role: Role
+    principal_id: str
+    created_at: str
+    revoked_at: str | None
+
+
+class TaskOut(BaseModel):
+    """The one task representation (escalate, GET, claim, resolve, events, outbox)."""
+
+    id: str
+    status: Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED"]
+    entity_type: str
+    entity_id: str
+    reason_code: str
+    precheck_hash: str
+    diagnostic_bundle: dict[str, Any]
+    producer_id: str
+    version: int
+    claimed_by: str | None
+    lease_expires_at: str | None = Field(description="RFC 3339, UTC")
+    decision: Literal["APPROVED", "REJECTED"] | None
+    notes: str | None
+    resolution_payload: dict[str, Any] | None
+    operator_id: str | None
+    created_at: str
+    updated_at: str
+    resolved_at: str | None
+
+
+class EscalationCreated(TaskOut):
+    task_id: str
+
+
+class LeaseGranted(TaskOut):
+    lease_token: str = Field(
+        description="Present this as X-Lease-Token to renew, release or resolve."
+    )
+
+
+class TaskPageOut(BaseModel):
+    items: list[TaskOut]
+    next_cursor: str | None
+
+
+class AuditEventOut(BaseModel):
+    id: int
+    task_id: str
+    type: str
+    action: str
+    status: str
+    version: int
+    actor_id: str
+    actor_role: str
+    details: dict[str, Any]
+    created_at: str
+
+
+class AuditTrailOut(BaseModel):
+    items: list[AuditEventOut]
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error_code: str
+    message: str
+    errors: list[FieldProblem] | None = None
+    missing_fields: list[str] | None = None
+    task_id: str | None = None

@@ -1,0 +1,104 @@
+"""The ``signoff`` command: ``serve``, ``migrate``, ``create-key``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from signoff.bootstrap import prepare_database
+from signoff.domain.states import Role
+from signoff.domain.tasks import Principal
+from signoff.logs import configure_logging
+from signoff.settings import Settings
+
+app = typer.Typer(help="Signoff: a human review queue for machines.", no_args_is_help=True)
+
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option("--database-url", help="Overrides SIGNOFF_DATABASE_URL.", show_default=False),
+]
+
+
+def _settings(database_url: str | None, **overrides: object) -> Settings:
+    values = {k: v for k, v in overrides.items() if v is not None}
+    if database_url:
+        values["database_url"] = database_url
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [default: 8000].")] = None,
+    database_url: DatabaseOption = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Add demo keys and tasks.")] = False,
+) -> None:
+    """Migrate the database, then serve the HTTP API."""
+    settings = _settings(database_url, host=host, port=port)
+    configure_logging(settings.log_level)
+    admin_key = asyncio.run(prepare_database(settings))
+    if admin_key:
+        typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+    if demo:
+        from signoff.demo import seed_demo
+
+        demo_keys = asyncio.run(seed_demo(settings))
+        typer.echo(f"Demo producer key: {demo_keys['producer']}")
+        typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
+    typer.echo(
+        f"Signoff listening on http://{settings.host}:{settings.port} ({settings.database_url})"
+    )
+    from signoff.api.app import create_app
+
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+    )
+
+
+@app.command()
+def migrate(database_url: DatabaseOption = None) -> None:
+    """Bring the database schema to the newest revision (Alembic)."""
+    settings = _settings(database_url)
+    configure_logging(settings.log_level)
+    admin_key = asyncio.run(prepare_database(settings))
+    typer.echo("Database schema is up to date.")
+    if admin_key:
+        typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+
+
+@app.command("create-key")
+def create_key(
+    role: Annotated[Role, typer.Option(help="producer, reviewer, supervisor or admin.")],
+    principal_id: Annotated[str, typer.Option(help="The principal the key acts as.")],
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create an API key directly in the database and print its secret once."""
+    from signoff.domain.clock import SystemClock
+    from signoff.services.context import ServiceContext
+    from signoff.services.keys import create_api_key
+    from signoff.store.database import Database, create_engine
+
+    settings = _settings(database_url)
+
+    async def run() -> str:
+        await prepare_database(settings)
+        database = Database(create_engine(settings))
+        try:
+            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+            operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
+            created = await create_api_key(context, operator, role=role, principal_id=principal_id)
+            return created.key
+        finally:
+            await database.dispose()
+
+    typer.echo(asyncio.run(run()))
+
+
+def main() -> None:
+    app()

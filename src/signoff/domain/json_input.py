@@ -1,0 +1,139 @@
+"""Strict JSON input: what every request body goes through before anything else.
+
+Python's ``json`` module accepts things that cannot be canonicalised (RFC 8785) or
+stored in PostgreSQL: ``NaN``/``Infinity``, ``1e400`` (parsed as infinity), integers
+outside IEEE-754's exact range, lone surrogates (``"\\ud800"``), and duplicate object
+keys (the last one silently wins). We refuse all of these with the offending field's
+dotted path, so bad input is a clear 422 and never a 500 later on.
+
+``\\u0000`` is valid JSON and is accepted here; where a value ends up in a database
+column of its own (identifiers), the escalation rules refuse it explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from signoff.errors import BadRequest, FieldError, validation_error
+
+#: RFC 8785 section 3.2.2.3 / I-JSON (RFC 7493): integers must be exactly representable
+#: as IEEE-754 doubles.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+class _OutOfRangeNumber:
+    """Placeholder for a numeric literal we will refuse, kept so the walk can report
+    its path (``json`` gives us no position-to-path mapping)."""
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+class _DuplicateKeys(dict[str, Any]):
+    """An object in which some key appeared more than once."""
+
+    duplicates: list[str]
+
+
+def _parse_int(literal: str) -> int | _OutOfRangeNumber:
+    digits = literal.lstrip("-")
+    # Compare lengths first so a 100,000-digit literal never reaches int().
+    if len(digits) > 16:
+        return _OutOfRangeNumber(literal)
+    value = int(literal)
+    if abs(value) > MAX_SAFE_INTEGER:
+        return _OutOfRangeNumber(literal)
+    return value
+
+
+def _parse_float(literal: str) -> float | _OutOfRangeNumber:
+    value = float(literal)
+    if not math.isfinite(value):
+        return _OutOfRangeNumber(literal)
+    return value
+
+
+def _parse_constant(literal: str) -> _OutOfRangeNumber:
+    return _OutOfRangeNumber(literal)  # NaN, Infinity, -Infinity
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    duplicates: list[str] = []
+    for key, value in pairs:
+        if key in result:
+            duplicates.append(key)
+        result[key] = value
+    if duplicates:
+        marked = _DuplicateKeys(result)
+        marked.duplicates = duplicates
+        return marked
+    return result
+
+
+def join_path(parent: str, key: str | int) -> str:
+    """Dotted path notation used in every error: ``a.b[0].c``."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _problems(value: Any, path: str) -> Iterator[FieldError]:
+    where = path or "(root)"
+    if isinstance(value, _OutOfRangeNumber):
+        yield FieldError(
+            where,
+            f"number {value.literal[:40]} is outside what RFC 8785 allows "
+            f"(finite, integers within ±{MAX_SAFE_INTEGER})",
+        )
+    elif isinstance(value, str):
+        if _has_lone_surrogate(value):
+            yield FieldError(where, "string contains a lone UTF-16 surrogate")
+    elif isinstance(value, dict):
+        if isinstance(value, _DuplicateKeys):
+            for key in value.duplicates:
+                yield FieldError(join_path(path, key), "duplicate object key")
+        for key, item in value.items():
+            if _has_lone_surrogate(key):
+                yield FieldError(where, "object key contains a lone UTF-16 surrogate")
+            yield from _problems(item, join_path(path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _problems(item, join_path(path, index))
+
+
+def parse_json_strict(raw: bytes) -> Any:
+    """Parse a request body.
+
+    Returns plain ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` values.
+
+    Raises:
+        BadRequest: ``ERR_MALFORMED_JSON`` when the bytes are not UTF-8 JSON.
+        Unprocessable: ``ERR_VALIDATION`` listing every value RFC 8785 cannot represent.
+    """
+    try:
+        text = raw.decode("utf-8")
+        value = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+            object_pairs_hook=_object_pairs,
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadRequest(
+            f"request body is not valid JSON: {exc}", error_code="ERR_MALFORMED_JSON"
+        ) from None
+    problems = list(_problems(value, ""))
+    if problems:
+        raise validation_error(problems)
+    return value

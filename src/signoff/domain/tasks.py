@@ -1,0 +1,191 @@
+"""Review tasks as values, their public representation, and the rules read from them.
+
+Pure functions: nothing here touches a database or HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.digests import canonical_json
+from signoff.domain.states import LeaseRule, Role, TaskStatus, Transition
+from signoff.errors import Conflict, Forbidden, SignoffError, task_not_found
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the API key's id, the principal it names, and its role."""
+
+    key_id: uuid.UUID
+    principal_id: str
+    role: Role
+
+
+@dataclass(frozen=True)
+class Task:
+    """A review task as stored. Datetimes are timezone-aware UTC."""
+
+    id: uuid.UUID
+    status: TaskStatus
+    entity_type: str
+    entity_id: str
+    reason_code: str
+    precheck_hash: str
+    diagnostic_bundle: dict[str, Any]
+    producer_id: str
+    version: int
+    claimed_by: str | None
+    lease_token_hash: str | None
+    lease_expires_at: datetime | None
+    decision: str | None
+    notes: str | None
+    resolution_payload: Any
+    operator_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    resolved_at: datetime | None
+
+    def lease_lapsed(self, now: datetime) -> bool:
+        """A lease is live while ``now < lease_expires_at``; at that instant it lapses."""
+        return (
+            self.status is TaskStatus.CLAIMED
+            and self.lease_expires_at is not None
+            and self.lease_expires_at <= now
+        )
+
+    def effective_status(self, now: datetime) -> TaskStatus:
+        """The status users see: a claim whose lease lapsed is available again, so it is
+        shown (and filtered) as ``PENDING_REVIEW`` even before anyone re-claims it."""
+        if self.lease_lapsed(now):
+            return TaskStatus.PENDING_REVIEW
+        return self.status
+
+
+def hash_lease_token(token: str) -> str:
+    """Lease tokens are stored as SHA-256 so a database dump cannot be used to resolve."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_lease_token() -> str:
+    """A fresh fencing token for one claim (a random UUID, 122 bits)."""
+    return str(uuid.uuid4())
+
+
+def task_view(task: Task, now: datetime) -> dict[str, Any]:
+    """The one public representation of a task (API responses, audit, outbox events).
+
+    Timestamps are RFC 3339 UTC strings. The lease token never appears here; claim
+    responses add it explicitly.
+    """
+    status = task.effective_status(now)
+    held = status is TaskStatus.CLAIMED
+    return {
+        "id": str(task.id),
+        "status": status.value,
+        "entity_type": task.entity_type,
+        "entity_id": task.entity_id,
+        "reason_code": task.reason_code,
+        "precheck_hash": task.precheck_hash,
+        "diagnostic_bundle": task.diagnostic_bundle,
+        "producer_id": task.producer_id,
+        "version": task.version,
+        "claimed_by": task.claimed_by if held else None,
+        "lease_expires_at": rfc3339(task.lease_expires_at) if held else None,
+        "decision": task.decision,
+        "notes": task.notes,
+        "resolution_payload": task.resolution_payload,
+        "operator_id": task.operator_id,
+        "created_at": rfc3339(task.created_at),
+        "updated_at": rfc3339(task.updated_at),
+        "resolved_at": rfc3339(task.resolved_at),
+    }
+
+
+def can_read(principal: Principal, task: Task) -> bool:
+    """Producers read the tasks they escalated; reviewers, supervisors and admins read all.
+
+    (Reviewers need the whole queue to choose work; group-scoped queues narrow this.)
+    """
+    if principal.role is Role.PRODUCER:
+        return task.producer_id == principal.principal_id
+    return True
+
+
+def require_role(principal: Principal, allowed: frozenset[Role], what: str) -> None:
+    """Raises ``Forbidden`` (403 ``ERR_FORBIDDEN``) unless the caller's role may ``what``."""
+    if principal.role not in allowed:
+        roles = ", ".join(sorted(r.value for r in allowed))
+        raise Forbidden(f"role {principal.role.value} may not {what} (needs one of: {roles})")
+
+
+def require_operator(principal: Principal, operator_id: str | None) -> None:
+    """An ``operator_id`` in a body must name the caller (403 ``ERR_OPERATOR_MISMATCH``)."""
+    if operator_id is not None and operator_id != principal.principal_id:
+        raise Forbidden(
+            f"operator_id {operator_id!r} is not the caller's principal id",
+            error_code="ERR_OPERATOR_MISMATCH",
+        )
+
+
+def same_resolution(
+    task: Task, *, decision: str, notes: str | None, resolution_payload: Any
+) -> bool:
+    """Whether a resolve request repeats the recorded one exactly (payload compared in
+    canonical form, so key order and whitespace do not matter)."""
+    return (
+        task.decision == decision
+        and task.notes == notes
+        and canonical_json(task.resolution_payload) == canonical_json(resolution_payload)
+    )
+
+
+def refusal_for(
+    transition: Transition,
+    task: Task | None,
+    *,
+    task_id: object,
+    principal: Principal,
+    lease_token_hash: str | None,
+    now: datetime,
+) -> SignoffError:
+    """Explain why a conditional update of ``transition`` matched no row.
+
+    Called only *after* the atomic update failed, with the task as it is now, so the
+    answer never decides anything: it only names the precise ``error_code``.
+    """
+    if task is None:
+        return task_not_found(task_id)
+    if transition.lease is LeaseRule.CLAIMABLE:
+        holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None
+        return Conflict(
+            f"task {task.id} is {task.status.value}"
+            + (f" and its lease is held by {holder}" if holder else "")
+            + "; it cannot be claimed now",
+            error_code="ERR_STATE_CONFLICT",
+            extra={"status": task.effective_status(now).value},
+        )
+    if task.status is not TaskStatus.CLAIMED or task.lease_token_hash != lease_token_hash:
+        return Conflict(
+            "the lease token is not the task's current lease: the task was claimed by "
+            "someone else, released or resolved",
+            error_code="ERR_LEASE_LOST",
+            extra={"status": task.effective_status(now).value},
+        )
+    if task.claimed_by != principal.principal_id:
+        return Forbidden(
+            f"the lease is held by {task.claimed_by}, not by {principal.principal_id}",
+            error_code="ERR_NOT_LEASE_HOLDER",
+        )
+    if task.lease_lapsed(now):
+        return Conflict(
+            "the lease has lapsed; renew it explicitly (POST /tasks/{id}/lease/renew) "
+            "before resolving",
+            error_code="ERR_LEASE_EXPIRED",
+            extra={"lease_expired_at": rfc3339(task.lease_expires_at)},
+        )
+    return Conflict(f"task {task.id} changed concurrently; retry", error_code="ERR_STATE_CONFLICT")

@@ -1,0 +1,21 @@
+"""What every use case needs: the database, the settings and the clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from signoff.domain.clock import Clock
+from signoff.settings import Settings
+from signoff.store.database import Database
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    database: Database
+    settings: Settings
+    clock: Clock
+
+    def now(self) -> datetime:
+        """Read the clock once per operation; bind this value into every comparison."""
+        return self.clock.now()

@@ -1,0 +1,509 @@
+"""Use cases on review tasks. The only code that commits.
+
+Each state change is one conditional update (see :mod:`signoff.store.tasks`) followed,
+in the same transaction, by its audit event and (for changes source systems care about)
+its outbox event, both written by :func:`_record`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.escalation import parse_escalation
+from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
+from signoff.domain.tasks import (
+    Principal,
+    Task,
+    can_read,
+    hash_lease_token,
+    new_lease_token,
+    refusal_for,
+    require_operator,
+    require_role,
+    same_resolution,
+    task_view,
+)
+from signoff.errors import Conflict, FieldError, Unprocessable, task_not_found, validation_error
+from signoff.services.context import ServiceContext
+from signoff.store import idempotency, trail
+from signoff.store import tasks as task_store
+from signoff.store.database import UnitOfWork
+
+log = structlog.get_logger("signoff.tasks")
+
+MAX_PAGE_SIZE = 200
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as stored for idempotent replays and sent in responses."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class EscalationOutcome:
+    """The response to an escalation: ``body`` is the exact JSON text to send, replayed
+    byte for byte when the same idempotency key and body come again."""
+
+    status_code: int
+    body: str
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A successful claim: the task and the lease token (only ever shown here)."""
+
+    task: Task
+    lease_token: str
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: Sequence[Task]
+    next_cursor: str | None
+
+
+def parse_task_id(raw: str) -> uuid.UUID:
+    """Task ids are UUIDs; a malformed one names no task (404 ``ERR_TASK_NOT_FOUND``)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise task_not_found(raw) from None
+
+
+async def _record(
+    uow: UnitOfWork,
+    step: Transition,
+    task: Task,
+    principal: Principal,
+    now: datetime,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Append the transition's audit event and, if published, its outbox event."""
+    view = task_view(task, now)
+    await trail.append_audit_event(
+        uow.connection,
+        task_id=task.id,
+        event_type=step.event_type,
+        action=step.action.value,
+        status=view["status"],
+        version=task.version,
+        actor_id=principal.principal_id,
+        actor_role=principal.role.value,
+        details=details or {},
+        now=now,
+    )
+    if step.publish:
+        await trail.append_outbox_event(
+            uow.connection, task_id=task.id, event_type=step.event_type, data=view, now=now
+        )
+    log.info(
+        step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
+    )
+
+
+async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> EscalationOutcome:
+    """Create a review task from a producer's escalation (seed ``000``).
+
+    ``body`` is the parsed JSON request. Returns the 201 response, or the replay of the
+    first response for the same idempotency key and body within the TTL.
+
+    Raises:
+        Forbidden: the caller is not a producer.
+        Unprocessable: any rule of :func:`signoff.domain.escalation.parse_escalation`;
+            ``ERR_IDEMPOTENCY_KEY_REUSED`` for the same key with another body.
+        Conflict: ``ERR_TASK_CONFLICT`` (with ``task_id``) when the escalation id exists
+            or the entity already has an active task.
+    """
+    step = transition(Action.ESCALATE)
+    require_role(principal, step.roles, "escalate")
+    request = parse_escalation(body)
+    now = ctx.now()
+    task = Task(
+        id=request.escalation_id,
+        status=step.target,
+        entity_type=request.entity_type,
+        entity_id=request.entity_id,
+        reason_code=request.reason_code,
+        precheck_hash=request.precheck_hash,
+        diagnostic_bundle=request.diagnostic_bundle,
+        producer_id=principal.principal_id,
+        version=1,
+        claimed_by=None,
+        lease_token_hash=None,
+        lease_expires_at=None,
+        decision=None,
+        notes=None,
+        resolution_payload=None,
+        operator_id=None,
+        created_at=now,
+        updated_at=now,
+        resolved_at=None,
+    )
+    response = dumps({"task_id": str(task.id), **task_view(task, now)})
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        fresh = await idempotency.claim_idempotency_key(
+            conn,
+            producer_id=principal.principal_id,
+            key=request.idempotency_key,
+            fingerprint=request.fingerprint,
+            task_id=task.id,
+            response_status=201,
+            response_body=response,
+            now=now,
+            expires_at=now + timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+        )
+        if not fresh:
+            return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
+        inserted = await task_store.insert_task(conn, _task_row(task, request.idempotency_key))
+        if inserted is None:
+            raise await _task_conflict(uow, task)
+        await _record(
+            uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
+        )
+        await uow.commit()
+    return EscalationOutcome(status_code=201, body=response, replayed=False)
+
+
+def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "status": task.status.value,
+        "entity_type": task.entity_type,
+        "entity_id": task.entity_id,
+        "reason_code": task.reason_code,
+        "precheck_hash": task.precheck_hash,
+        "diagnostic_bundle": task.diagnostic_bundle,
+        "producer_id": task.producer_id,
+        "idempotency_key": idempotency_key,
+        "version": task.version,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+    }
+
+
+async def _replay(
+    uow: UnitOfWork, principal: Principal, key: str, fingerprint: str
+) -> EscalationOutcome:
+    stored = await idempotency.find_idempotency_key(
+        uow.connection, producer_id=principal.principal_id, key=key
+    )
+    if stored is None:  # the holder's row vanished between our two statements
+        raise Conflict(
+            "this idempotency key is being used by a concurrent request; retry",
+            error_code="ERR_IDEMPOTENCY_KEY_IN_USE",
+        )
+    if stored.request_fingerprint != fingerprint:
+        raise Unprocessable(
+            "this idempotency key was already used with a different request body",
+            error_code="ERR_IDEMPOTENCY_KEY_REUSED",
+            errors=[FieldError("idempotency_key", "already used with a different body")],
+            extra={"task_id": str(stored.task_id)},
+        )
+    return EscalationOutcome(stored.response_status, stored.response_body, replayed=True)
+
+
+async def _task_conflict(uow: UnitOfWork, task: Task) -> Conflict:
+    same_id = await task_store.find_task(uow.connection, task.id)
+    if same_id is not None:
+        return Conflict(
+            f"escalation {task.id} already exists",
+            error_code="ERR_TASK_CONFLICT",
+            extra={"task_id": str(same_id.id)},
+        )
+    active = await task_store.find_active_task_for_entity(
+        uow.connection, task.entity_type, task.entity_id
+    )
+    return Conflict(
+        f"an active task for {task.entity_type}/{task.entity_id} is already in the queue",
+        error_code="ERR_TASK_CONFLICT",
+        extra={"task_id": str(active.id) if active else None},
+    )
+
+
+async def claim(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, *, operator_id: str | None = None
+) -> LeaseGrant:
+    """Claim one task under a new lease (seed ``000`` section 3).
+
+    Raises:
+        NotFound: ``ERR_TASK_NOT_FOUND``.
+        Conflict: ``ERR_STATE_CONFLICT`` when the task is not pending and its lease is live.
+        Forbidden: ``ERR_FORBIDDEN`` (role) or ``ERR_OPERATOR_MISMATCH``.
+    """
+    step = transition(Action.CLAIM)
+    require_role(principal, step.roles, "claim tasks")
+    require_operator(principal, operator_id)
+    task_id = parse_task_id(raw_task_id)
+    token, now = new_lease_token(), ctx.now()
+    async with ctx.database.transaction() as uow:
+        task = await task_store.claim_task(
+            uow.connection,
+            step,
+            task_id,
+            operator_id=principal.principal_id,
+            lease_token_hash=hash_lease_token(token),
+            now=now,
+            lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
+        )
+        if task is None:
+            raise await _refusal(uow, step, task_id, principal, None, now)
+        await _record(uow, step, task, principal, now)
+        await uow.commit()
+    return LeaseGrant(task=task, lease_token=token)
+
+
+async def claim_next(
+    ctx: ServiceContext,
+    principal: Principal,
+    *,
+    entity_type: str | None = None,
+    reason_code: str | None = None,
+    operator_id: str | None = None,
+) -> LeaseGrant | None:
+    """Claim the oldest claimable task matching the filters; ``None`` when there is none."""
+    step = transition(Action.CLAIM)
+    require_role(principal, step.roles, "claim tasks")
+    require_operator(principal, operator_id)
+    token, now = new_lease_token(), ctx.now()
+    async with ctx.database.transaction() as uow:
+        task = await task_store.claim_next_claimable(
+            uow.connection,
+            step,
+            operator_id=principal.principal_id,
+            lease_token_hash=hash_lease_token(token),
+            now=now,
+            lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
+            entity_type=entity_type,
+            reason_code=reason_code,
+        )
+        if task is None:
+            return None
+        await _record(uow, step, task, principal, now)
+        await uow.commit()
+    return LeaseGrant(task=task, lease_token=token)
+
+
+async def renew(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, lease_token: str
+) -> Task:
+    """Extend the caller's lease by ``SIGNOFF_LEASE_SECONDS`` from now. A lapsed lease may
+    be renewed while nobody else has claimed the task (the token is still current).
+
+    Raises:
+        Conflict: ``ERR_LEASE_LOST`` when the token is not the task's current one.
+        Forbidden: ``ERR_NOT_LEASE_HOLDER`` when another principal holds the lease.
+    """
+    step = transition(Action.RENEW)
+    require_role(principal, step.roles, "renew leases")
+    task_id = parse_task_id(raw_task_id)
+    token_hash, now = hash_lease_token(lease_token), ctx.now()
+    async with ctx.database.transaction() as uow:
+        task = await task_store.renew_lease(
+            uow.connection,
+            step,
+            task_id,
+            holder=principal.principal_id,
+            lease_token_hash=token_hash,
+            now=now,
+            lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
+        )
+        if task is None:
+            raise await _refusal(uow, step, task_id, principal, token_hash, now)
+        await _record(
+            uow, step, task, principal, now, {"lease_expires_at": rfc3339(task.lease_expires_at)}
+        )
+        await uow.commit()
+    return task
+
+
+async def release(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, lease_token: str
+) -> Task:
+    """Give the task back to the queue (``PENDING_REVIEW``).
+
+    Raises:
+        Conflict: ``ERR_LEASE_LOST``.
+        Forbidden: ``ERR_NOT_LEASE_HOLDER``.
+    """
+    step = transition(Action.RELEASE)
+    require_role(principal, step.roles, "release tasks")
+    task_id = parse_task_id(raw_task_id)
+    token_hash, now = hash_lease_token(lease_token), ctx.now()
+    async with ctx.database.transaction() as uow:
+        task = await task_store.release_lease(
+            uow.connection,
+            step,
+            task_id,
+            holder=principal.principal_id,
+            lease_token_hash=token_hash,
+            now=now,
+        )
+        if task is None:
+            raise await _refusal(uow, step, task_id, principal, token_hash, now)
+        await _record(uow, step, task, principal, now)
+        await uow.commit()
+    return task
+
+
+async def resolve(
+    ctx: ServiceContext,
+    principal: Principal,
+    raw_task_id: str,
+    lease_token: str,
+    *,
+    decision: Decision,
+    notes: str | None,
+    resolution_payload: Any,
+    operator_id: str | None = None,
+) -> Task:
+    """Record the decision under a live lease (seed ``000`` section 5 and closing rule).
+
+    Repeating the identical successful resolve with the same token returns the recorded
+    task and writes nothing.
+
+    Raises:
+        Conflict: ``ERR_LEASE_LOST`` (token not current), ``ERR_LEASE_EXPIRED`` (the
+            caller's lease lapsed: renew first).
+        Forbidden: ``ERR_OPERATOR_MISMATCH``, ``ERR_NOT_LEASE_HOLDER``.
+    """
+    step = transition(Action.RESOLVE)
+    require_role(principal, step.roles, "resolve tasks")
+    require_operator(principal, operator_id)
+    task_id = parse_task_id(raw_task_id)
+    token_hash, now = hash_lease_token(lease_token), ctx.now()
+    async with ctx.database.transaction() as uow:
+        task = await task_store.resolve_task(
+            uow.connection,
+            step,
+            task_id,
+            holder=principal.principal_id,
+            lease_token_hash=token_hash,
+            now=now,
+            decision=decision.value,
+            notes=notes,
+            resolution_payload=resolution_payload,
+        )
+        if task is None:
+            current = await task_store.find_task(uow.connection, task_id)
+            if (
+                current is not None
+                and current.status is TaskStatus.RESOLVED
+                and current.lease_token_hash == token_hash
+                and current.operator_id == principal.principal_id
+                and same_resolution(
+                    current,
+                    decision=decision.value,
+                    notes=notes,
+                    resolution_payload=resolution_payload,
+                )
+            ):
+                return current
+            raise refusal_for(
+                step,
+                current,
+                task_id=task_id,
+                principal=principal,
+                lease_token_hash=token_hash,
+                now=now,
+            )
+        await _record(uow, step, task, principal, now, {"decision": decision.value})
+        await uow.commit()
+    return task
+
+
+async def _refusal(
+    uow: UnitOfWork,
+    step: Transition,
+    task_id: uuid.UUID,
+    principal: Principal,
+    token_hash: str | None,
+    now: datetime,
+) -> Exception:
+    current = await task_store.find_task(uow.connection, task_id)
+    return refusal_for(
+        step, current, task_id=task_id, principal=principal, lease_token_hash=token_hash, now=now
+    )
+
+
+async def get_task(ctx: ServiceContext, principal: Principal, raw_task_id: str) -> Task:
+    """One task the caller may read (others are reported as not found, not forbidden, so
+    ids do not leak across producers)."""
+    task_id = parse_task_id(raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        task = await task_store.find_task(uow.connection, task_id)
+    if task is None or not can_read(principal, task):
+        raise task_not_found(raw_task_id)
+    return task
+
+
+async def task_audit_trail(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str
+) -> Sequence[dict[str, Any]]:
+    """The append-only audit trail of a task the caller may read, oldest first."""
+    task = await get_task(ctx, principal, raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        return await trail.audit_events_for_task(uow.connection, task.id)
+
+
+def _encode_cursor(task: Task) -> str:
+    raw = dumps([task.created_at.isoformat(), str(task.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, task_id = json.loads(raw)
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None:
+            raise ValueError("naive")
+        return moment, uuid.UUID(task_id)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise validation_error(
+            [FieldError("cursor", "is not a cursor this service issued")]
+        ) from None
+
+
+async def list_tasks(
+    ctx: ServiceContext,
+    principal: Principal,
+    *,
+    limit: int = 50,
+    cursor: str | None = None,
+    status: TaskStatus | None = None,
+    entity_type: str | None = None,
+    entity_id: str | None = None,
+    reason_code: str | None = None,
+) -> TaskPage:
+    """A page of tasks in creation order. Producers see only their own."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
+    after = _decode_cursor(cursor) if cursor else None
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        tasks = await task_store.list_tasks(
+            uow.connection,
+            now=now,
+            limit=limit + 1,
+            after=after,
+            status=status,
+            entity_type=entity_type,
+            entity_id=entity_id,
+            reason_code=reason_code,
+            producer_id=principal.principal_id if principal.role is Role.PRODUCER else None,
+        )
+    page = list(tasks[:limit])
+    next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None
+    return TaskPage(tasks=page, next_cursor=next_cursor)

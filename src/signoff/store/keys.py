@@ -1,0 +1,90 @@
+"""API keys: stored as SHA-256 of the secret, never the secret itself."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.states import Role
+from signoff.domain.tasks import Principal
+from signoff.store.tables import api_keys
+
+K = api_keys.c
+
+
+async def insert_api_key(
+    conn: AsyncConnection,
+    *,
+    key_id: uuid.UUID,
+    key_hash: str,
+    role: Role,
+    principal_id: str,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(api_keys).values(
+            id=key_id, key_hash=key_hash, role=role.value, principal_id=principal_id, created_at=now
+        )
+    )
+
+
+async def find_principal_by_key_hash(conn: AsyncConnection, key_hash: str) -> Principal | None:
+    """The live (unrevoked) key with this hash, as a principal."""
+    row = (
+        await conn.execute(
+            select(K.id, K.principal_id, K.role).where(
+                K.key_hash == key_hash, K.revoked_at.is_(None)
+            )
+        )
+    ).first()
+    if row is None:
+        return None
+    return Principal(key_id=row.id, principal_id=row.principal_id, role=Role(row.role))
+
+
+async def revoke_api_key(conn: AsyncConnection, key_id: uuid.UUID, now: datetime) -> bool:
+    """Revoke a live key; False when no live key has this id."""
+    result = await conn.execute(
+        update(api_keys)
+        .where(K.id == key_id, K.revoked_at.is_(None))
+        .values(revoked_at=now)
+        .returning(K.id)
+    )
+    return result.first() is not None
+
+
+async def key_hash_exists(conn: AsyncConnection, key_hash: str) -> bool:
+    return (await conn.execute(select(K.id).where(K.key_hash == key_hash))).first() is not None
+
+
+async def any_live_admin_key(conn: AsyncConnection) -> bool:
+    statement = select(K.id).where(K.role == Role.ADMIN.value, K.revoked_at.is_(None)).limit(1)
+    return (await conn.execute(statement)).first() is not None
+
+
+async def list_api_keys(conn: AsyncConnection) -> Sequence[dict[str, Any]]:
+    rows = await conn.execute(select(api_keys).order_by(K.created_at, K.id))
+    return [
+        {
+            "id": str(row.id),
+            "role": row.role,
+            "principal_id": row.principal_id,
+            "created_at": row.created_at,
+            "revoked_at": row.revoked_at,
+        }
+        for row in rows
+    ]
+
+
+async def restore_bootstrap_key(conn: AsyncConnection, key_hash: str) -> None:
+    """Make the configured bootstrap key a live admin key again."""
+    await conn.execute(
+        update(api_keys)
+        .where(K.key_hash == key_hash)
+        .values(role=Role.ADMIN.value, revoked_at=None)
+    )

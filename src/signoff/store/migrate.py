@@ -1,0 +1,37 @@
+"""Schema migrations (Alembic), run programmatically so an installed package needs no
+``alembic.ini``. On PostgreSQL an advisory lock serialises replicas that start together.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+#: Arbitrary constant naming Signoff's migration lock (``pg_advisory_xact_lock``).
+MIGRATION_LOCK_ID = 0x5167_0FF0
+
+
+def alembic_config() -> Config:
+    """An Alembic config pointing at the migrations shipped inside the package."""
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("signoff") / "migrations"))
+    return config
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Bring the database schema to ``revision`` (default: the newest)."""
+    async with engine.begin() as connection:
+        await connection.run_sync(_upgrade, revision)

@@ -1,0 +1,179 @@
+"""The declared schema. Alembic migrations must produce exactly this (a test compares).
+
+JSON documents are stored as text we serialise ourselves (:class:`JsonText`) rather than
+``JSONB``: PostgreSQL's ``jsonb`` cannot hold ``\\u0000``, which is valid JSON that the
+escalation contract accepts, and text keeps both engines byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """``timestamptz`` on PostgreSQL; on SQLite, naive UTC text with microseconds (which
+    sorts and compares correctly as text). Only timezone-aware values are accepted."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class JsonText(TypeDecorator[Any]):
+    """A JSON value stored as compact text. Control characters (including U+0000) are
+    escaped by the serialiser, so any value RFC 8259 allows round-trips losslessly."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
+review_tasks = Table(
+    "review_tasks",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("status", String(32), nullable=False),
+    Column("entity_type", Text, nullable=False),
+    Column("entity_id", Text, nullable=False),
+    Column("reason_code", Text, nullable=False),
+    Column("precheck_hash", String(64), nullable=False),
+    Column("diagnostic_bundle", JsonText, nullable=False),
+    Column("producer_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("claimed_by", Text),
+    Column("lease_token_hash", String(64)),
+    Column("lease_expires_at", UtcDateTime),
+    Column("decision", String(32)),
+    Column("notes", Text),
+    Column("resolution_payload", JsonText),
+    Column("operator_id", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("resolved_at", UtcDateTime),
+    # Seed 000 section 2: one active task per entity, enforced by the database.
+    Index(
+        "uq_review_tasks_active_entity",
+        "entity_type",
+        "entity_id",
+        unique=True,
+        postgresql_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+        sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+    ),
+    # claim-next walks active tasks oldest first; without this partial index the claim
+    # degrades to a scan of every resolved task (DESIGN.md: ~35/s instead of ~4,700/s).
+    Index(
+        "ix_review_tasks_claimable",
+        "created_at",
+        "id",
+        postgresql_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+        sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+    ),
+    Index("ix_review_tasks_listing", "created_at", "id"),
+    Index("ix_review_tasks_producer", "producer_id", "created_at"),
+)
+
+#: Idempotency keys live apart from tasks so they can expire (the seed's permanent
+#: ``UNIQUE`` on ``review_tasks.idempotency_key`` contradicts its own 24-hour TTL).
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("producer_id", Text, primary_key=True),
+    Column("idempotency_key", Text, primary_key=True),
+    Column("request_fingerprint", String(64), nullable=False),
+    Column("task_id", Uuid(as_uuid=True), nullable=False),
+    Column("response_status", Integer, nullable=False),
+    Column("response_body", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Index("ix_idempotency_keys_expires_at", "expires_at"),
+)
+
+task_events = Table(
+    "task_events",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("event_type", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("actor_id", Text, nullable=False),
+    Column("actor_role", String(32), nullable=False),
+    Column("details", JsonText, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_task_events_task_id", "task_id", "id"),
+)
+
+#: The transactional outbox: written in the same transaction as the change it describes;
+#: the dispatcher (a later component) delivers from here.
+outbox_events = Table(
+    "outbox_events",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("event_type", String(64), nullable=False),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("payload", JsonText, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_outbox_events_task_id", "task_id", "created_at"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("role", String(32), nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+)

@@ -1,0 +1,312 @@
+"""Queries on review tasks, each named for the question it answers.
+
+Every state change is **one conditional ``UPDATE … RETURNING``** whose ``WHERE`` clause
+is built from the transition table (:mod:`signoff.domain.states`): no row back means the
+transition was not allowed at that instant, and the caller explains why afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, ColumnElement, Row, and_, false, literal_column, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.states import ACTIVE_STATUSES, LeaseRule, TaskStatus, Transition
+from signoff.domain.tasks import Task
+from signoff.store.tables import review_tasks
+
+T = review_tasks.c
+
+
+def status_in(statuses: Iterable[TaskStatus]) -> ColumnElement[bool]:
+    """``status IN ('A', 'B')`` with literal values in a fixed order, written exactly as
+    the partial indexes' predicates, so both engines' planners can prove the index
+    applies (neither can with bound parameters)."""
+    ordered = [s.value for s in TaskStatus if s in set(statuses)]
+    if not ordered:
+        return false()
+    return literal_column(
+        "status IN (" + ", ".join(f"'{value}'" for value in ordered) + ")", Boolean
+    )
+
+
+def task_from_row(row: Row[Any]) -> Task:
+    m = row._mapping
+    return Task(
+        id=m["id"],
+        status=TaskStatus(m["status"]),
+        entity_type=m["entity_type"],
+        entity_id=m["entity_id"],
+        reason_code=m["reason_code"],
+        precheck_hash=m["precheck_hash"],
+        diagnostic_bundle=m["diagnostic_bundle"],
+        producer_id=m["producer_id"],
+        version=m["version"],
+        claimed_by=m["claimed_by"],
+        lease_token_hash=m["lease_token_hash"],
+        lease_expires_at=m["lease_expires_at"],
+        decision=m["decision"],
+        notes=m["notes"],
+        resolution_payload=m["resolution_payload"],
+        operator_id=m["operator_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        resolved_at=m["resolved_at"],
+    )
+
+
+def _guard(
+    transition: Transition,
+    *,
+    now: datetime,
+    lease_token_hash: str | None = None,
+    holder: str | None = None,
+) -> ColumnElement[bool]:
+    """The ``WHERE`` clause that makes ``transition`` legal, from the transition table."""
+    clauses: list[ColumnElement[bool]] = [status_in(transition.sources)]
+    if transition.lease is LeaseRule.CLAIMABLE:
+        clauses.append(or_(T.status == TaskStatus.PENDING_REVIEW.value, T.lease_expires_at <= now))
+    elif transition.lease in (LeaseRule.HELD, LeaseRule.HELD_LIVE):
+        clauses += [T.lease_token_hash == lease_token_hash, T.claimed_by == holder]
+        if transition.lease is LeaseRule.HELD_LIVE:
+            clauses.append(T.lease_expires_at > now)
+    return and_(*clauses)
+
+
+async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task | None:
+    """Insert a new task; ``None`` when a unique rule refused it (same id, or an active
+    task for the same entity), without raising, so the transaction stays usable."""
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = (
+        dialect_insert(review_tasks)
+        .values(**values)
+        .on_conflict_do_nothing()
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def find_task(conn: AsyncConnection, task_id: uuid.UUID) -> Task | None:
+    row = (await conn.execute(select(review_tasks).where(T.id == task_id))).first()
+    return task_from_row(row) if row else None
+
+
+async def find_active_task_for_entity(
+    conn: AsyncConnection, entity_type: str, entity_id: str
+) -> Task | None:
+    statement = select(review_tasks).where(
+        T.entity_type == entity_type, T.entity_id == entity_id, status_in(ACTIVE_STATUSES)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def claim_task(
+    conn: AsyncConnection,
+    transition: Transition,
+    task_id: uuid.UUID,
+    *,
+    operator_id: str,
+    lease_token_hash: str,
+    now: datetime,
+    lease_expires_at: datetime,
+) -> Task | None:
+    """Seed 000's claim: pending, or claimed with a lapsed lease → claimed by
+    ``operator_id`` under a fresh lease token."""
+    statement = (
+        update(review_tasks)
+        .where(T.id == task_id, _guard(transition, now=now))
+        .values(**_claim_values(operator_id, lease_token_hash, now, lease_expires_at))
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+def _claim_values(
+    operator_id: str, lease_token_hash: str, now: datetime, lease_expires_at: datetime
+) -> dict[str, Any]:
+    return {
+        "status": TaskStatus.CLAIMED.value,
+        "claimed_by": operator_id,
+        "lease_token_hash": lease_token_hash,
+        "lease_expires_at": lease_expires_at,
+        "version": T.version + 1,
+        "updated_at": now,
+    }
+
+
+async def claim_next_claimable(
+    conn: AsyncConnection,
+    transition: Transition,
+    *,
+    operator_id: str,
+    lease_token_hash: str,
+    now: datetime,
+    lease_expires_at: datetime,
+    entity_type: str | None = None,
+    reason_code: str | None = None,
+) -> Task | None:
+    """Claim the oldest claimable task matching the filters, or return ``None``.
+
+    PostgreSQL: ``FOR UPDATE SKIP LOCKED`` lets concurrent reviewers take different rows
+    instead of queueing on the same one. SQLite: ``BEGIN IMMEDIATE`` already serialises
+    writers, so the sub-select and the update are atomic together.
+    """
+    guard = _guard(transition, now=now)
+    candidate = select(T.id).where(guard)
+    if entity_type is not None:
+        candidate = candidate.where(T.entity_type == entity_type)
+    if reason_code is not None:
+        candidate = candidate.where(T.reason_code == reason_code)
+    candidate = candidate.order_by(T.created_at, T.id).limit(1).with_for_update(skip_locked=True)
+    statement = (
+        update(review_tasks)
+        .where(T.id == candidate.scalar_subquery(), guard)
+        .values(**_claim_values(operator_id, lease_token_hash, now, lease_expires_at))
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def renew_lease(
+    conn: AsyncConnection,
+    transition: Transition,
+    task_id: uuid.UUID,
+    *,
+    holder: str,
+    lease_token_hash: str,
+    now: datetime,
+    lease_expires_at: datetime,
+) -> Task | None:
+    """Extend the lease held under ``lease_token_hash`` to ``lease_expires_at``."""
+    statement = (
+        update(review_tasks)
+        .where(
+            T.id == task_id,
+            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
+        )
+        .values(lease_expires_at=lease_expires_at, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def release_lease(
+    conn: AsyncConnection,
+    transition: Transition,
+    task_id: uuid.UUID,
+    *,
+    holder: str,
+    lease_token_hash: str,
+    now: datetime,
+) -> Task | None:
+    """Give the task back to the queue."""
+    statement = (
+        update(review_tasks)
+        .where(
+            T.id == task_id,
+            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
+        )
+        .values(
+            status=transition.target.value,
+            claimed_by=None,
+            lease_token_hash=None,
+            lease_expires_at=None,
+            version=T.version + 1,
+            updated_at=now,
+        )
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def resolve_task(
+    conn: AsyncConnection,
+    transition: Transition,
+    task_id: uuid.UUID,
+    *,
+    holder: str,
+    lease_token_hash: str,
+    now: datetime,
+    decision: str,
+    notes: str | None,
+    resolution_payload: Any,
+) -> Task | None:
+    """Record the decision, only under a live lease held with the current token. The token
+    hash stays on the row so an identical repeat can be recognised."""
+    statement = (
+        update(review_tasks)
+        .where(
+            T.id == task_id,
+            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
+        )
+        .values(
+            status=transition.target.value,
+            decision=decision,
+            notes=notes,
+            resolution_payload=resolution_payload,
+            operator_id=holder,
+            resolved_at=now,
+            version=T.version + 1,
+            updated_at=now,
+        )
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def list_tasks(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    limit: int,
+    after: tuple[datetime, uuid.UUID] | None = None,
+    status: TaskStatus | None = None,
+    entity_type: str | None = None,
+    entity_id: str | None = None,
+    reason_code: str | None = None,
+    producer_id: str | None = None,
+) -> Sequence[Task]:
+    """Tasks in creation order (oldest first), keyset-paginated after ``(created_at, id)``.
+
+    ``status`` filters by the *effective* status: a claim whose lease lapsed counts as
+    ``PENDING_REVIEW``, not ``CLAIMED``.
+    """
+    statement = select(review_tasks)
+    if status is TaskStatus.PENDING_REVIEW:
+        statement = statement.where(
+            or_(
+                T.status == TaskStatus.PENDING_REVIEW.value,
+                and_(T.status == TaskStatus.CLAIMED.value, T.lease_expires_at <= now),
+            )
+        )
+    elif status is TaskStatus.CLAIMED:
+        statement = statement.where(T.status == TaskStatus.CLAIMED.value, T.lease_expires_at > now)
+    elif status is not None:
+        statement = statement.where(T.status == status.value)
+    for column, value in (
+        (T.entity_type, entity_type),
+        (T.entity_id, entity_id),
+        (T.reason_code, reason_code),
+        (T.producer_id, producer_id),
+    ):
+        if value is not None:
+            statement = statement.where(column == value)
+    if after is not None:
+        created_at, task_id = after
+        statement = statement.where(
+            or_(T.created_at > created_at, and_(T.created_at == created_at, T.id > task_id))
+        )
+    statement = statement.order_by(T.created_at, T.id).limit(limit)
+    return [task_from_row(row) for row in await conn.execute(statement)]

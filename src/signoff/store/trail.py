@@ -1,0 +1,99 @@
+"""The audit trail and the transactional outbox: both are appended in the same
+transaction as the state change they describe."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.clock import rfc3339
+from signoff.store.tables import outbox_events, task_events
+
+
+async def append_audit_event(
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID,
+    event_type: str,
+    action: str,
+    status: str,
+    version: int,
+    actor_id: str,
+    actor_role: str,
+    details: dict[str, Any],
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(task_events).values(
+            task_id=task_id,
+            event_type=event_type,
+            action=action,
+            status=status,
+            version=version,
+            actor_id=actor_id,
+            actor_role=actor_role,
+            details=details,
+            created_at=now,
+        )
+    )
+
+
+async def append_outbox_event(
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime,
+) -> uuid.UUID:
+    """Write the event envelope ``{"id", "type", "created_at", "data"}``; its id is the
+    stable identity receivers deduplicate on. Returns that id."""
+    event_id = uuid.uuid4()
+    envelope = {"id": str(event_id), "type": event_type, "created_at": rfc3339(now), "data": data}
+    await conn.execute(
+        insert(outbox_events).values(
+            id=event_id, event_type=event_type, task_id=task_id, payload=envelope, created_at=now
+        )
+    )
+    return event_id
+
+
+async def audit_events_for_task(
+    conn: AsyncConnection, task_id: uuid.UUID
+) -> Sequence[dict[str, Any]]:
+    """The task's audit trail, oldest first."""
+    rows = await conn.execute(
+        select(task_events).where(task_events.c.task_id == task_id).order_by(task_events.c.id)
+    )
+    return [
+        {
+            "id": row.id,
+            "task_id": str(row.task_id),
+            "type": row.event_type,
+            "action": row.action,
+            "status": row.status,
+            "version": row.version,
+            "actor_id": row.actor_id,
+            "actor_role": row.actor_role,
+            "details": row.details,
+            "created_at": rfc3339(row.created_at),
+        }
+        for row in rows
+    ]
+
+
+async def outbox_events_for_task(
+    conn: AsyncConnection, task_id: uuid.UUID
+) -> Sequence[dict[str, Any]]:
+    """Outbox envelopes written for the task, oldest first."""
+    rows = await conn.execute(
+        select(outbox_events.c.payload)
+        .where(outbox_events.c.task_id == task_id)
+        .order_by(outbox_events.c.created_at, outbox_events.c.id)
+    )
+    return [row.payload for row in rows]
