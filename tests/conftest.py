@@ -1,0 +1,108 @@
+"""Fixtures: every integration test runs once on SQLite and once on PostgreSQL.
+
+PostgreSQL: ``SIGNOFF_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+names a server where a throw-away database ``signoff_test_<pid>`` is created for the
+session; each test starts from empty tables. A PostgreSQL that is down fails the tests
+(it is never skipped): ``scripts/test`` starts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+
+from signoff.domain.clock import ManualClock
+from signoff.settings import Settings
+from signoff.store.database import Database, create_engine
+from signoff.store.migrate import upgrade
+from tests.support import ADMIN_KEY, LiveServer, live_server
+
+POSTGRES_URL = os.environ.get(
+    "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+ENGINES = ["sqlite", "postgresql"]
+TABLES = "task_events, outbox_events, idempotency_keys, review_tasks, api_keys"
+
+
+def _server_url(database: str) -> str:
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, migrated once."""
+    name = f"signoff_test_{os.getpid()}"
+
+    async def admin(statement: str) -> None:
+        connection = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}"'))
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    url = _server_url(name)
+
+    async def migrate() -> None:
+        database = Database(create_engine(Settings(database_url=url)))
+        await upgrade(database.engine)
+        await database.dispose()
+
+    asyncio.run(migrate())
+    yield url
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _empty_postgres(url: str) -> None:
+    async def truncate() -> None:
+        database = Database(create_engine(Settings(database_url=url)))
+        async with database.transaction() as uow:
+            await uow.connection.execute(text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+            await uow.commit()
+        await database.dispose()
+
+    asyncio.run(truncate())
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """An empty, migrated database of the parametrised engine."""
+    if engine == "sqlite":
+        return f"sqlite:///{tmp_path / 'signoff.db'}"
+    url: str = request.getfixturevalue("postgres_database")
+    _empty_postgres(url)
+    return url
+
+
+@pytest.fixture
+def make_settings(database_url: str):  # type: ignore[no-untyped-def]
+    def make(**overrides: object) -> Settings:
+        values: dict[str, object] = {"database_url": database_url, "bootstrap_admin_key": ADMIN_KEY}
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def server(make_settings, clock: ManualClock) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
+    with live_server(make_settings(), clock) as live:
+        yield live

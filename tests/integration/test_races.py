@@ -1,0 +1,92 @@
+"""Races through real HTTP: the database decides, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from tests.support import LiveServer, escalation
+
+CONCURRENCY = 50
+
+
+async def _fire(
+    server: LiveServer, key: str, requests: list[tuple[str, str, Any]]
+) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+    async with httpx.AsyncClient(
+        base_url=server.base_url,
+        headers={"Authorization": f"Bearer {key}"},
+        limits=limits,
+        timeout=60,
+    ) as client:
+        return await asyncio.gather(
+            *(client.request(m, url, json=body) for m, url, body in requests)
+        )
+
+
+def fire(
+    server: LiveServer, key: str, requests: list[tuple[str, str, Any]]
+) -> list[httpx.Response]:
+    return asyncio.run(_fire(server, key, requests))
+
+
+def test_fifty_concurrent_claims_of_one_task_grant_exactly_one_lease(server: LiveServer) -> None:
+    with server.new_client("producer") as producer:
+        task_id = producer.escalate(escalation()).json()["id"]
+    with server.new_client("reviewer", "racer") as reviewer:
+        responses = fire(
+            server, str(reviewer.key), [("POST", f"/tasks/{task_id}/claim", None)] * CONCURRENCY
+        )
+    statuses = Counter(r.status_code for r in responses)
+    assert statuses == {200: 1, 409: CONCURRENCY - 1}
+    assert {r.json()["error_code"] for r in responses if r.status_code == 409} == {
+        "ERR_STATE_CONFLICT"
+    }
+    assert server.count("task_events", event_type="task.claimed") == 1
+
+
+def test_fifty_concurrent_escalations_of_one_entity_create_one_task(server: LiveServer) -> None:
+    with server.new_client("producer") as producer:
+        bodies = [escalation("txn_contested") for _ in range(CONCURRENCY)]
+        responses = fire(
+            server, str(producer.key), [("POST", "/tasks/escalate", b) for b in bodies]
+        )
+    statuses = Counter(r.status_code for r in responses)
+    assert statuses == {201: 1, 409: CONCURRENCY - 1}
+    winner = next(r.json()["id"] for r in responses if r.status_code == 201)
+    assert {r.json()["task_id"] for r in responses if r.status_code == 409} == {winner}
+    assert server.count("review_tasks") == 1
+    assert server.count("idempotency_keys") == 1
+
+
+def test_fifty_concurrent_escalations_with_one_key_create_one_task(server: LiveServer) -> None:
+    body = escalation()
+    with server.new_client("producer") as producer:
+        responses = fire(
+            server, str(producer.key), [("POST", "/tasks/escalate", body)] * CONCURRENCY
+        )
+    assert {r.status_code for r in responses} <= {201, 409}
+    created = [r for r in responses if r.status_code == 201]
+    originals = [r for r in created if "Idempotent-Replayed" not in r.headers]
+    assert len(originals) == 1
+    assert all(r.content == originals[0].content for r in created)
+    in_use = [r for r in responses if r.status_code == 409]
+    assert all(r.json()["error_code"] == "ERR_IDEMPOTENCY_KEY_IN_USE" for r in in_use)
+    assert server.count("review_tasks") == 1
+    assert server.count("task_events") == 1
+
+
+def test_concurrent_claim_next_hands_each_task_to_one_reviewer(server: LiveServer) -> None:
+    with server.new_client("producer") as producer:
+        for _ in range(20):
+            producer.escalate(escalation())
+    with server.new_client("reviewer") as reviewer:
+        responses = fire(server, str(reviewer.key), [("POST", "/tasks/claim-next", None)] * 30)
+    claimed = [r.json()["id"] for r in responses if r.status_code == 200]
+    assert len(claimed) == 20
+    assert len(set(claimed)) == 20
+    assert sum(r.status_code == 204 for r in responses) == 10

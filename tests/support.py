@@ -1,0 +1,190 @@
+"""Test harness: a real Signoff HTTP server in a thread, on SQLite or PostgreSQL, with a
+controllable clock, plus small helpers that read the database directly."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from sqlalchemy import func, select
+
+from signoff.api.app import create_app
+from signoff.bootstrap import prepare_database
+from signoff.domain.clock import ManualClock
+from signoff.domain.digests import canonical_json
+from signoff.settings import Settings
+from signoff.store.database import Database, create_engine
+from signoff.store.tables import metadata
+
+CONTRACT = Path(__file__).resolve().parents[1] / "src" / "signoff" / "domain" / "contract"
+EXAMPLES = Path(__file__).resolve().parent / "data"
+ADMIN_KEY = "test-admin-key-0123456789abcdef"
+
+
+def example_escalation() -> dict[str, Any]:
+    return json.loads((EXAMPLES / "example-escalation.json").read_text())
+
+
+def example_resolve() -> dict[str, Any]:
+    return json.loads((EXAMPLES / "example-resolve.json").read_text())
+
+
+def precheck_hash(actions: Any) -> str:
+    return hashlib.sha256(canonical_json(actions)).hexdigest()
+
+
+def escalation(entity_id: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """A valid escalation for a fresh entity, with a unique id and idempotency key."""
+    body = copy.deepcopy(example_escalation())
+    body["escalation_id"] = str(uuid.uuid4())
+    body["idempotency_key"] = f"idem-{uuid.uuid4().hex}"
+    body["entity_id"] = entity_id if entity_id is not None else f"txn_{uuid.uuid4().hex[:12]}"
+    body.update(overrides)
+    body["precheck_hash"] = overrides.get(
+        "precheck_hash", precheck_hash(body["diagnostic_bundle"]["attempted_actions"])
+    )
+    return body
+
+
+class Client(httpx.Client):
+    """An HTTP client bound to one API key."""
+
+    def __init__(self, base_url: str, key: str | None, principal_id: str | None = None) -> None:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        super().__init__(base_url=base_url, headers=headers, timeout=30)
+        self.key = key
+        self.principal_id = principal_id
+
+    def escalate(self, body: Any) -> httpx.Response:
+        return self.post("/tasks/escalate", json=body)
+
+    def claim(self, task_id: str, **body: Any) -> httpx.Response:
+        return self.post(f"/tasks/{task_id}/claim", json=body or None)
+
+    def renew(self, task_id: str, token: str | None) -> httpx.Response:
+        return self.post(f"/tasks/{task_id}/lease/renew", headers=_lease(token))
+
+    def release(self, task_id: str, token: str | None) -> httpx.Response:
+        return self.post(f"/tasks/{task_id}/release", headers=_lease(token))
+
+    def resolve(self, task_id: str, token: str | None, body: Any | None = None) -> httpx.Response:
+        return self.post(
+            f"/tasks/{task_id}/resolve",
+            headers=_lease(token),
+            json=body or example_resolve_for(self),
+        )
+
+
+def example_resolve_for(client: Client) -> dict[str, Any]:
+    body = example_resolve()
+    body["operator_id"] = client.principal_id
+    return body
+
+
+def _lease(token: str | None) -> dict[str, str]:
+    return {"X-Lease-Token": token} if token else {}
+
+
+class LiveServer:
+    """Signoff served by uvicorn on a free loopback port, in a background thread."""
+
+    def __init__(self, settings: Settings, clock: ManualClock) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings, clock=clock), log_level="warning", lifespan="on", access_log=False
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+        self._sock.close()
+
+    def client(self, key: str | None, principal_id: str | None = None) -> Client:
+        return Client(self.base_url, key, principal_id)
+
+    def admin(self) -> Client:
+        return self.client(ADMIN_KEY, "admin")
+
+    def new_client(self, role: str, principal_id: str | None = None) -> Client:
+        principal_id = principal_id or f"{role}-{uuid.uuid4().hex[:8]}"
+        with self.admin() as admin:
+            response = admin.post("/api-keys", json={"role": role, "principal_id": principal_id})
+        assert response.status_code == 201, response.text
+        return self.client(response.json()["key"], principal_id)
+
+    def count(self, table: str, **where: Any) -> int:
+        return run(count_rows(self.settings, table, **where))
+
+    def rows(self, table: str, **where: Any) -> list[dict[str, Any]]:
+        return run(fetch_rows(self.settings, table, **where))
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+async def count_rows(settings: Settings, table: str, **where: Any) -> int:
+    t = metadata.tables[table]
+    database = Database(create_engine(settings))
+    try:
+        async with database.transaction(write=False) as uow:
+            statement = select(func.count()).select_from(t)
+            for column, value in where.items():
+                statement = statement.where(t.c[column] == value)
+            return int((await uow.connection.execute(statement)).scalar_one())
+    finally:
+        await database.dispose()
+
+
+async def fetch_rows(settings: Settings, table: str, **where: Any) -> list[dict[str, Any]]:
+    t = metadata.tables[table]
+    database = Database(create_engine(settings))
+    try:
+        async with database.transaction(write=False) as uow:
+            statement = select(t)
+            for column, value in where.items():
+                statement = statement.where(t.c[column] == value)
+            return [dict(row._mapping) for row in await uow.connection.execute(statement)]
+    finally:
+        await database.dispose()
+
+
+@contextmanager
+def live_server(settings: Settings, clock: ManualClock | None = None) -> Iterator[LiveServer]:
+    clock = clock or ManualClock()
+    run(prepare_database(settings, clock=clock))
+    server = LiveServer(settings, clock)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

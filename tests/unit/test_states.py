@@ -1,0 +1,102 @@
+"""The transition table and the lease rules read from tasks."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from signoff.domain.clock import ManualClock
+from signoff.domain.states import TRANSITIONS, Action, LeaseRule, Role, TaskStatus
+from signoff.domain.tasks import Principal, Task, hash_lease_token, refusal_for, task_view
+
+
+def _task(clock: ManualClock, **changes: object) -> Task:
+    now = clock.now()
+    values: dict[str, object] = dict(
+        id=uuid.uuid4(),
+        status=TaskStatus.CLAIMED,
+        entity_type="t",
+        entity_id="e",
+        reason_code="r",
+        precheck_hash="0" * 64,
+        diagnostic_bundle={},
+        producer_id="bot",
+        version=2,
+        claimed_by="alice",
+        lease_token_hash=hash_lease_token("tok"),
+        lease_expires_at=now + timedelta(seconds=60),
+        decision=None,
+        notes=None,
+        resolution_payload=None,
+        operator_id=None,
+        created_at=now,
+        updated_at=now,
+        resolved_at=None,
+    )
+    values.update(changes)
+    return Task(**values)  # type: ignore[arg-type]
+
+
+ALICE = Principal(key_id=uuid.uuid4(), principal_id="alice", role=Role.REVIEWER)
+
+
+def test_every_action_has_exactly_one_transition() -> None:
+    assert set(TRANSITIONS) == set(Action)
+
+
+def test_only_reviewers_and_supervisors_touch_leases_and_only_producers_escalate() -> None:
+    for action, step in TRANSITIONS.items():
+        expected = (
+            {Role.PRODUCER} if action is Action.ESCALATE else {Role.REVIEWER, Role.SUPERVISOR}
+        )
+        assert step.roles == expected, action
+
+
+def test_resolution_requires_a_live_lease_and_renewal_does_not() -> None:
+    assert TRANSITIONS[Action.RESOLVE].lease is LeaseRule.HELD_LIVE
+    assert TRANSITIONS[Action.RENEW].lease is LeaseRule.HELD
+    assert TRANSITIONS[Action.CLAIM].sources == {TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED}
+
+
+def test_a_lease_lapses_at_its_expiry_instant() -> None:
+    clock = ManualClock()
+    task = _task(clock)
+    assert task.effective_status(clock.now()) is TaskStatus.CLAIMED
+    clock.advance(59.999)
+    assert not task.lease_lapsed(clock.now())
+    clock.advance(0.001)
+    assert task.lease_lapsed(clock.now())
+    view = task_view(task, clock.now())
+    assert (view["status"], view["claimed_by"], view["lease_expires_at"]) == (
+        "PENDING_REVIEW",
+        None,
+        None,
+    )
+
+
+def test_refusals_name_the_precise_reason() -> None:
+    clock = ManualClock()
+    resolve = TRANSITIONS[Action.RESOLVE]
+    kw = dict(task_id="x", principal=ALICE, now=clock.now())
+    assert refusal_for(resolve, None, lease_token_hash="h", **kw).error_code == "ERR_TASK_NOT_FOUND"  # type: ignore[arg-type]
+    task = _task(clock)
+    assert refusal_for(resolve, task, lease_token_hash="other", **kw).error_code == "ERR_LEASE_LOST"  # type: ignore[arg-type]
+    bob = Principal(key_id=uuid.uuid4(), principal_id="bob", role=Role.REVIEWER)
+    kw_bob = dict(kw, principal=bob)
+    assert (
+        refusal_for(resolve, task, lease_token_hash=hash_lease_token("tok"), **kw_bob).error_code
+        == "ERR_NOT_LEASE_HOLDER"
+    )  # type: ignore[arg-type]
+    clock.advance(60)
+    kw["now"] = clock.now()
+    assert (
+        refusal_for(resolve, task, lease_token_hash=hash_lease_token("tok"), **kw).error_code
+        == "ERR_LEASE_EXPIRED"
+    )  # type: ignore[arg-type]
+    claim = TRANSITIONS[Action.CLAIM]
+    assert (
+        refusal_for(
+            claim, _task(clock, status=TaskStatus.RESOLVED), lease_token_hash=None, **kw
+        ).error_code
+        == "ERR_STATE_CONFLICT"
+    )  # type: ignore[arg-type]
