@@ -27,7 +27,10 @@ POSTGRES_URL = os.environ.get(
     "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 ENGINES = ["sqlite", "postgresql"]
-TABLES = "task_events, outbox_events, idempotency_keys, review_tasks, api_keys"
+TABLES = (
+    "delivery_attempts, webhook_deliveries, webhook_endpoints, task_events, outbox_events, "
+    "idempotency_keys, review_tasks, api_keys"
+)
 
 
 def _server_url(database: str) -> str:
@@ -61,7 +64,7 @@ def postgres_database() -> Iterator[str]:
     asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def _empty_postgres(url: str) -> None:
+def reset_postgres(url: str) -> None:
     async def truncate() -> None:
         database = Database(create_engine(Settings(database_url=url)))
         async with database.transaction() as uow:
@@ -83,7 +86,7 @@ def database_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     if engine == "sqlite":
         return f"sqlite:///{tmp_path / 'signoff.db'}"
     url: str = request.getfixturevalue("postgres_database")
-    _empty_postgres(url)
+    reset_postgres(url)
     return url
 
 

@@ -1,4 +1,4 @@
-"""The ``signoff`` command: ``serve``, ``migrate``, ``create-key``."""
+"""The ``signoff`` command: ``serve``, ``worker``, ``migrate``, ``create-key``."""
 
 from __future__ import annotations
 
@@ -98,6 +98,37 @@ def create_key(
             await database.dispose()
 
     typer.echo(asyncio.run(run()))
+
+
+@app.command()
+def worker(database_url: DatabaseOption = None) -> None:
+    """Run the outbox dispatcher alone (no HTTP). SIGTERM or Ctrl-C drains and exits."""
+    import signal
+
+    from signoff.domain.clock import SystemClock
+    from signoff.services.context import ServiceContext
+    from signoff.store.database import Database, create_engine
+    from signoff.workers.dispatcher import Dispatcher
+
+    settings = _settings(database_url)
+    configure_logging(settings.log_level)
+    asyncio.run(prepare_database(settings))
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        database = Database(create_engine(settings))
+        try:
+            await Dispatcher(
+                ServiceContext(database=database, settings=settings, clock=SystemClock())
+            ).run(stop)
+        finally:
+            await database.dispose()
+
+    typer.echo("Signoff worker started (outbox dispatcher).")
+    asyncio.run(run())
 
 
 def main() -> None:

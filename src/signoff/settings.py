@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from signoff.domain.webhooks import DEFAULT_RETRY_SCHEDULE, parse_retry_schedule
+
 DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
 
 
@@ -26,6 +28,26 @@ class Settings(BaseSettings):
     port: int = 8000
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    run_workers: bool = True
+    """Run the outbox dispatcher inside ``signoff serve`` (``signoff worker`` runs it alone)."""
+    webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_RETRY_SCHEDULE)
+    webhook_retry_jitter: float = Field(default=0.1, ge=0, lt=1)
+    webhook_timeout_seconds: float = Field(default=15, gt=0)
+    webhook_attempt_lease_seconds: float = Field(default=60, gt=0)
+    webhook_allow_private_networks: bool = False
+    webhook_secret_overlap_seconds: int = Field(default=86400, ge=0)
+    dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
+    dispatcher_batch_size: int = Field(default=50, gt=0)
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _schedule_parses(cls, value: str) -> str:
+        parse_retry_schedule(value)
+        return value
+
+    @property
+    def retry_schedule(self) -> tuple[int, ...]:
+        return parse_retry_schedule(self.webhook_retry_schedule)
 
     @field_validator("bootstrap_admin_key")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,11 +10,12 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.problems import install_problem_handlers
-from signoff.api.routes import admin, tasks
+from signoff.api.routes import admin, tasks, webhooks
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
+from signoff.workers.dispatcher import Dispatcher
 
 DESCRIPTION = """\
 Signoff sits between machines and people: producers escalate work with context proof,
@@ -35,14 +37,23 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = Database(create_engine(settings))
-        app.state.context = ServiceContext(database=database, settings=settings, clock=clock)
+        context = ServiceContext(database=database, settings=settings, clock=clock)
+        app.state.context = context
+        stop = asyncio.Event()
+        worker = (
+            asyncio.create_task(Dispatcher(context).run(stop)) if settings.run_workers else None
+        )
         try:
             yield
         finally:
+            stop.set()
+            if worker is not None:
+                await worker  # drains the attempts in flight
             await database.dispose()
 
     app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     install_problem_handlers(app)
     app.include_router(admin.router)
     app.include_router(tasks.router)
+    app.include_router(webhooks.router)
     return app

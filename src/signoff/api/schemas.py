@@ -142,3 +142,64 @@ class Problem(BaseModel):
     errors: list[FieldProblem] | None = None
     missing_fields: list[str] | None = None
     task_id: str | None = None
+
+
+class CreateWebhookEndpointRequest(_Strict):
+    url: str = Field(min_length=1, max_length=2048)
+    event_types: list[str] | None = Field(default=None, description="None: every event type.")
+    entity_types: list[str] | None = Field(default=None, description="None: every entity type.")
+    description: str | None = Field(default=None, max_length=1000)
+
+
+class UpdateWebhookEndpointRequest(_Strict):
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+    enabled: bool | None = None
+    event_types: list[str] | None = None
+    entity_types: list[str] | None = None
+    description: str | None = Field(default=None, max_length=1000)
+
+
+class WebhookEndpointOut(BaseModel):
+    id: str
+    url: str
+    description: str | None
+    event_types: list[str] | None
+    entity_types: list[str] | None
+    enabled: bool
+    disabled_reason: str | None
+    failing_since: str | None
+    created_at: str
+    updated_at: str
+
+
+class WebhookEndpointCreated(WebhookEndpointOut):
+    secret: str = Field(description="whsec_ + base64 of 32 random bytes. Shown once.")
+
+
+class DeliveryAttemptOut(BaseModel):
+    attempt: int
+    attempted_at: str
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+    response_body: str | None
+
+
+class DeliveryOut(BaseModel):
+    id: str
+    endpoint_id: str
+    event_id: str = Field(description="The webhook-id header: the same on every attempt.")
+    event_type: str
+    task_id: str
+    status: Literal["PENDING", "SUCCEEDED", "DEAD"]
+    attempt_count: int
+    next_attempt_at: str | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: str
+    delivered_at: str | None
+    attempts: list[DeliveryAttemptOut]
+
+
+class DeliveryListOut(BaseModel):
+    items: list[DeliveryOut]

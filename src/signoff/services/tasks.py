@@ -105,7 +105,12 @@ async def _record(
     )
     if step.publish:
         await trail.append_outbox_event(
-            uow.connection, task_id=task.id, event_type=step.event_type, data=view, now=now
+            uow.connection,
+            task_id=task.id,
+            task_version=task.version,
+            event_type=step.event_type,
+            data=view,
+            now=now,
         )
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Dialect,
@@ -163,8 +164,94 @@ outbox_events = Table(
     Column("event_type", String(64), nullable=False),
     Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
     Column("payload", JsonText, nullable=False),
+    Column("task_version", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    Column("fanned_out_at", UtcDateTime),
     Index("ix_outbox_events_task_id", "task_id", "created_at"),
+    # The dispatcher's fan-out scans only events not yet turned into deliveries.
+    Index(
+        "ix_outbox_events_pending_fan_out",
+        "created_at",
+        postgresql_where=text("fanned_out_at IS NULL"),
+        sqlite_where=text("fanned_out_at IS NULL"),
+    ),
+)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("description", Text),
+    Column("event_types", JsonText),
+    Column("entity_types", JsonText),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", Text),
+    # The signing secret must be readable to sign; it never leaves the database except
+    # in the responses that create or rotate it.
+    Column("secret", Text, nullable=False),
+    Column("previous_secret", Text),
+    Column("previous_secret_expires_at", UtcDateTime),
+    Column("failing_since", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: One row per (event, endpoint): the unit that is retried and dead-lettered. An attempt
+#: in flight holds a lease (``leased_until``), so a dispatcher killed mid-send loses
+#: nothing: when the lease lapses another dispatcher sends again, same ``event_id``.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column(
+        "endpoint_id",
+        Uuid(as_uuid=True),
+        ForeignKey("webhook_endpoints.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("event_id", Uuid(as_uuid=True), ForeignKey("outbox_events.id"), nullable=False),
+    Column("task_id", Uuid(as_uuid=True), nullable=False),
+    Column("task_version", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempt_count", Integer, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("leased_until", UtcDateTime),
+    Column("lease_owner", Text),
+    Column("last_status_code", Integer),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("delivered_at", UtcDateTime),
+    Index("uq_webhook_deliveries_endpoint_event", "endpoint_id", "event_id", unique=True),
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text("status = 'PENDING'"),
+        sqlite_where=text("status = 'PENDING'"),
+    ),
+    Index("ix_webhook_deliveries_task", "task_id", "endpoint_id", "task_version"),
+)
+
+delivery_attempts = Table(
+    "delivery_attempts",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column(
+        "delivery_id",
+        Uuid(as_uuid=True),
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("attempted_at", UtcDateTime, nullable=False),
+    Column("status_code", Integer),
+    Column("latency_ms", Integer, nullable=False),
+    Column("error", Text),
+    Column("response_body", Text),
+    Index("ix_delivery_attempts_delivery", "delivery_id", "id"),
 )
 
 api_keys = Table(

@@ -47,6 +47,7 @@ async def append_outbox_event(
     conn: AsyncConnection,
     *,
     task_id: uuid.UUID,
+    task_version: int,
     event_type: str,
     data: dict[str, Any],
     now: datetime,
@@ -57,7 +58,12 @@ async def append_outbox_event(
     envelope = {"id": str(event_id), "type": event_type, "created_at": rfc3339(now), "data": data}
     await conn.execute(
         insert(outbox_events).values(
-            id=event_id, event_type=event_type, task_id=task_id, payload=envelope, created_at=now
+            id=event_id,
+            event_type=event_type,
+            task_id=task_id,
+            task_version=task_version,
+            payload=envelope,
+            created_at=now,
         )
     )
     return event_id

@@ -95,7 +95,9 @@ def upgrade() -> None:
         sa.Column("event_type", sa.String(length=64), nullable=False),
         sa.Column("task_id", sa.Uuid(), nullable=False),
         sa.Column("payload", sa.Text(), nullable=False),
+        sa.Column("task_version", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("fanned_out_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["task_id"], ["review_tasks.id"], name=op.f("fk_outbox_events_task_id_review_tasks")
         ),
@@ -103,6 +105,14 @@ def upgrade() -> None:
     )
     op.create_index(
         "ix_outbox_events_task_id", "outbox_events", ["task_id", "created_at"], unique=False
+    )
+    op.create_index(
+        "ix_outbox_events_pending_fan_out",
+        "outbox_events",
+        ["created_at"],
+        unique=False,
+        postgresql_where=sa.text("fanned_out_at IS NULL"),
+        sqlite_where=sa.text("fanned_out_at IS NULL"),
     )
 
     op.create_table(

@@ -1,0 +1,119 @@
+"""Webhook delivery rules: which endpoint gets which event, how a response is judged, and
+when the next attempt happens. Pure functions.
+
+Seed ``000`` section 5 asks for signed callbacks; seed ``004`` for callbacks that may
+arrive late or twice and must be harmless — hence at-least-once delivery with a stable
+event id (``webhook-id``) that receivers deduplicate on.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+#: Delay before each attempt, in seconds: immediately, 5 s, 5 min, 30 min, 2 h, 5 h,
+#: 10 h, 10 h (the schedule Standard Webhooks senders use). After the last, dead letter.
+DEFAULT_RETRY_SCHEDULE: tuple[int, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+
+#: An endpoint that has failed without a single success for this long is disabled.
+FAILING_ENDPOINT_DISABLE_AFTER = timedelta(days=5)
+
+#: Longest ``Retry-After`` honoured, in seconds.
+MAX_RETRY_AFTER_SECONDS = 86400
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "PENDING"
+    SUCCEEDED = "SUCCEEDED"
+    DEAD = "DEAD"
+
+
+@dataclass(frozen=True)
+class EndpointFilter:
+    """``None`` means every event type / entity type."""
+
+    event_types: Sequence[str] | None
+    entity_types: Sequence[str] | None
+
+
+def endpoint_wants(endpoint: EndpointFilter, event_type: str, data: dict[str, Any]) -> bool:
+    if endpoint.event_types is not None and event_type not in endpoint.event_types:
+        return False
+    return endpoint.entity_types is None or data.get("entity_type") in endpoint.entity_types
+
+
+class Verdict(StrEnum):
+    SUCCESS = "success"
+    RETRY = "retry"
+    DISABLE_ENDPOINT = "disable_endpoint"
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What one HTTP attempt produced. ``status_code`` is ``None`` for a timeout or a
+    connection error (then ``error`` says which)."""
+
+    status_code: int | None
+    error: str | None = None
+    retry_after_seconds: float | None = None
+
+
+def judge(outcome: AttemptOutcome) -> Verdict:
+    """2xx succeeds; ``410 Gone`` disables the endpoint; everything else (3xx included,
+    redirects are never followed) is a failure to retry."""
+    if outcome.status_code is not None and 200 <= outcome.status_code < 300:
+        return Verdict.SUCCESS
+    if outcome.status_code == 410:
+        return Verdict.DISABLE_ENDPOINT
+    return Verdict.RETRY
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds or an HTTP date), capped at a day."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), MAX_RETRY_AFTER_SECONDS))
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, min((when - now).total_seconds(), MAX_RETRY_AFTER_SECONDS))
+
+
+def next_attempt_delay(
+    *,
+    attempts_made: int,
+    schedule: Sequence[int],
+    outcome: AttemptOutcome,
+    jitter: float,
+    rng: random.Random | None = None,
+) -> float | None:
+    """Seconds until the next attempt, or ``None`` when the schedule is exhausted (dead
+    letter). ``attempts_made`` counts the attempt just judged. ``Retry-After`` (sent with
+    429 or 503) replaces the scheduled delay. ``jitter`` spreads the delay by ±fraction."""
+    if attempts_made >= len(schedule):
+        return None
+    if outcome.status_code in (429, 503) and outcome.retry_after_seconds is not None:
+        return outcome.retry_after_seconds
+    delay = float(schedule[attempts_made])
+    if jitter > 0 and delay > 0:
+        delay *= 1 + (rng or random.SystemRandom()).uniform(-jitter, jitter)
+    return delay
+
+
+def parse_retry_schedule(text: str) -> tuple[int, ...]:
+    """``SIGNOFF_WEBHOOK_RETRY_SCHEDULE``: comma-separated non-negative seconds."""
+    values = tuple(int(part) for part in text.split(",") if part.strip())
+    if not values or any(v < 0 for v in values):
+        raise ValueError("the retry schedule needs at least one non-negative number of seconds")
+    return values

@@ -1,0 +1,81 @@
+"""Outbound network safety: the SSRF guard for webhook URLs.
+
+A webhook URL is resolved and refused when any address it resolves to is not a public
+unicast address: loopback, private (RFC 1918), link-local (169.254/16, cloud metadata),
+CGNAT (100.64/10), unspecified, multicast, reserved, IPv6 unique-local and link-local,
+and the IPv4-mapped IPv6 forms of all of these. Numeric tricks (``http://2130706433/``,
+``0x7f.1``) resolve to the address they hide and are refused with it. The dispatcher
+connects to the vetted address itself (the host name goes in ``Host`` and TLS SNI), so
+DNS rebinding between the check and the connection cannot switch it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from signoff.errors import FieldError, Unprocessable
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class VettedUrl:
+    """A URL whose host resolved to ``address``; ``pinned_url`` connects to it directly."""
+
+    url: str
+    host: str
+    address: str
+    pinned_url: str
+
+
+def forbidden(url: str, reason: str) -> Unprocessable:
+    return Unprocessable(
+        f"webhook URL refused: {reason}",
+        error_code="ERR_WEBHOOK_URL_FORBIDDEN",
+        errors=[FieldError("url", reason)],
+        extra={"url": url},
+    )
+
+
+def is_public(address: IPAddress) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return is_public(address.ipv4_mapped)
+    return address.is_global and not address.is_multicast
+
+
+async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
+    """Resolve ``url``'s host and check every address.
+
+    Raises:
+        Unprocessable: 422 ``ERR_WEBHOOK_URL_FORBIDDEN`` with the reason.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise forbidden(url, "must be an absolute http or https URL")
+    if parts.username or parts.password:
+        raise forbidden(url, "must not carry credentials")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise forbidden(url, "has an invalid port") from None
+    host = parts.hostname
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise forbidden(url, f"host {host!r} does not resolve") from None
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addresses:
+        raise forbidden(url, f"host {host!r} does not resolve")
+    if not allow_private:
+        for address in addresses:
+            if not is_public(address):
+                raise forbidden(url, f"{host} resolves to {address}, which is not a public address")
+    chosen = addresses[0]
+    literal = f"[{chosen}]" if chosen.version == 6 else str(chosen)
+    netloc = f"{literal}:{port}"
+    pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+    return VettedUrl(url=url, host=host, address=str(chosen), pinned_url=pinned)

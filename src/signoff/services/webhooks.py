@@ -1,0 +1,177 @@
+"""Webhook endpoints (admin-owned) and delivery history. A task never supplies its own
+callback URL: source systems register endpoints, filtered by event and entity type."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from signoff.domain.states import REVIEWERS, Role
+from signoff.domain.tasks import Principal, require_role
+from signoff.errors import NotFound
+from signoff.net import vet_url
+from signoff.services.context import ServiceContext
+from signoff.services.tasks import get_task
+from signoff.store import webhooks as store
+from signoff.webhooks import new_secret
+
+ADMIN = frozenset({Role.ADMIN})
+
+
+def _not_found(endpoint_id: object) -> NotFound:
+    return NotFound(
+        f"webhook endpoint {endpoint_id} does not exist",
+        error_code="ERR_WEBHOOK_ENDPOINT_NOT_FOUND",
+    )
+
+
+def _parse_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise _not_found(raw) from None
+
+
+async def create_endpoint(
+    ctx: ServiceContext,
+    caller: Principal,
+    *,
+    url: str,
+    event_types: list[str] | None,
+    entity_types: list[str] | None,
+    description: str | None,
+) -> dict[str, Any]:
+    """Register an endpoint; returns it with its ``secret`` (shown only here).
+
+    Raises:
+        Unprocessable: 422 ``ERR_WEBHOOK_URL_FORBIDDEN`` (SSRF guard, see :mod:`signoff.net`).
+    """
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    await vet_url(url, allow_private=ctx.settings.webhook_allow_private_networks)
+    now, secret = ctx.now(), new_secret()
+    async with ctx.database.transaction() as uow:
+        row = await store.insert_endpoint(
+            uow.connection,
+            {
+                "id": uuid.uuid4(),
+                "url": url,
+                "description": description,
+                "event_types": event_types,
+                "entity_types": entity_types,
+                "enabled": True,
+                "secret": secret,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        await uow.commit()
+    return {**store.endpoint_view(row), "secret": secret}
+
+
+async def list_endpoints(ctx: ServiceContext, caller: Principal) -> list[dict[str, Any]]:
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    async with ctx.database.transaction(write=False) as uow:
+        return [store.endpoint_view(row) for row in await store.list_endpoints(uow.connection)]
+
+
+async def get_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> dict[str, Any]:
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    async with ctx.database.transaction(write=False) as uow:
+        row = await store.find_endpoint(uow.connection, _parse_id(raw_id))
+    if row is None:
+        raise _not_found(raw_id)
+    return store.endpoint_view(row)
+
+
+async def update_endpoint(
+    ctx: ServiceContext, caller: Principal, raw_id: str, changes: dict[str, Any]
+) -> dict[str, Any]:
+    """Change ``url``, ``enabled``, ``event_types``, ``entity_types`` or ``description``.
+    Re-enabling clears the disabled reason and the failure streak."""
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    if "url" in changes:
+        await vet_url(changes["url"], allow_private=ctx.settings.webhook_allow_private_networks)
+    values = dict(changes, updated_at=ctx.now())
+    if changes.get("enabled") is True:
+        values |= {"disabled_reason": None, "failing_since": None}
+    elif changes.get("enabled") is False:
+        values["disabled_reason"] = "disabled by an admin"
+    async with ctx.database.transaction() as uow:
+        row = await store.update_endpoint(uow.connection, _parse_id(raw_id), values)
+        if row is None:
+            raise _not_found(raw_id)
+        await uow.commit()
+    return store.endpoint_view(row)
+
+
+async def delete_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> None:
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    async with ctx.database.transaction() as uow:
+        if not await store.delete_endpoint(uow.connection, _parse_id(raw_id)):
+            raise _not_found(raw_id)
+        await uow.commit()
+
+
+async def rotate_secret(ctx: ServiceContext, caller: Principal, raw_id: str) -> dict[str, Any]:
+    """New secret; the old one keeps signing (``webhook-signature`` carries both) for
+    ``SIGNOFF_WEBHOOK_SECRET_OVERLAP_SECONDS`` (24 h)."""
+    require_role(caller, ADMIN, "manage webhook endpoints")
+    endpoint_id, now, secret = _parse_id(raw_id), ctx.now(), new_secret()
+    async with ctx.database.transaction() as uow:
+        current = await store.find_endpoint(uow.connection, endpoint_id)
+        if current is None:
+            raise _not_found(raw_id)
+        row = await store.update_endpoint(
+            uow.connection,
+            endpoint_id,
+            {
+                "secret": secret,
+                "previous_secret": current.secret,
+                "previous_secret_expires_at": now
+                + timedelta(seconds=ctx.settings.webhook_secret_overlap_seconds),
+                "updated_at": now,
+            },
+        )
+        await uow.commit()
+    return {**store.endpoint_view(row), "secret": secret}
+
+
+async def endpoint_deliveries(
+    ctx: ServiceContext, caller: Principal, raw_id: str
+) -> list[dict[str, Any]]:
+    endpoint = await get_endpoint(ctx, caller, raw_id)
+    async with ctx.database.transaction(write=False) as uow:
+        return await store.list_deliveries(uow.connection, endpoint_id=uuid.UUID(endpoint["id"]))
+
+
+async def task_deliveries(
+    ctx: ServiceContext, caller: Principal, raw_task_id: str
+) -> list[dict[str, Any]]:
+    """Deliveries of a task's events: admins, supervisors, and the producer that owns it."""
+    require_role(caller, ADMIN | REVIEWERS | {Role.PRODUCER}, "read deliveries")
+    task = await get_task(ctx, caller, raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        return await store.list_deliveries(uow.connection, task_id=task.id)
+
+
+async def redeliver(ctx: ServiceContext, caller: Principal, raw_id: str) -> None:
+    """Queue a delivery again (same ``webhook-id``), from the start of the retry schedule.
+
+    Raises:
+        NotFound: ``ERR_DELIVERY_NOT_FOUND``, also while an attempt of it is in flight.
+    """
+    require_role(caller, ADMIN, "redeliver webhooks")
+    try:
+        delivery_id = uuid.UUID(raw_id)
+    except ValueError:
+        delivery_id = None
+    async with ctx.database.transaction() as uow:
+        if delivery_id is None or not await store.requeue_delivery(
+            uow.connection, delivery_id, now=ctx.now()
+        ):
+            raise NotFound(
+                f"no delivery {raw_id} that can be sent again now",
+                error_code="ERR_DELIVERY_NOT_FOUND",
+            )
+        await uow.commit()

@@ -1,0 +1,392 @@
+"""Queries for webhook endpoints, deliveries and attempts.
+
+Dispatcher steps, each in its own short transaction:
+
+1. :func:`fan_out_outbox` turns new outbox events into one delivery per interested
+   endpoint (``SKIP LOCKED`` so dispatchers split the work);
+2. :func:`claim_due_deliveries` leases due deliveries — never one whose earlier event for
+   the same task and endpoint is still pending, so each receiver sees a task's events in
+   order;
+3. :func:`record_attempt` stores the result, fenced by the lease owner and attempt
+   number so a dispatcher whose lease lapsed cannot overwrite a newer attempt.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import aliased
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wants
+from signoff.store.tables import (
+    delivery_attempts,
+    outbox_events,
+    webhook_deliveries,
+    webhook_endpoints,
+)
+
+E = webhook_endpoints.c
+D = webhook_deliveries.c
+A = delivery_attempts.c
+O = outbox_events.c  # noqa: E741
+
+
+def endpoint_view(row: Any) -> dict[str, Any]:
+    """An endpoint as the API shows it: never its secrets."""
+    m = row._mapping
+    return {
+        "id": str(m["id"]),
+        "url": m["url"],
+        "description": m["description"],
+        "event_types": m["event_types"],
+        "entity_types": m["entity_types"],
+        "enabled": m["enabled"],
+        "disabled_reason": m["disabled_reason"],
+        "failing_since": rfc3339(m["failing_since"]),
+        "created_at": rfc3339(m["created_at"]),
+        "updated_at": rfc3339(m["updated_at"]),
+    }
+
+
+async def insert_endpoint(conn: AsyncConnection, values: dict[str, Any]) -> Any:
+    return (
+        await conn.execute(
+            insert(webhook_endpoints).values(**values).returning(*webhook_endpoints.c)
+        )
+    ).one()
+
+
+async def find_endpoint(conn: AsyncConnection, endpoint_id: uuid.UUID) -> Any | None:
+    return (await conn.execute(select(webhook_endpoints).where(E.id == endpoint_id))).first()
+
+
+async def list_endpoints(conn: AsyncConnection) -> Sequence[Any]:
+    return (await conn.execute(select(webhook_endpoints).order_by(E.created_at, E.id))).all()
+
+
+async def update_endpoint(
+    conn: AsyncConnection, endpoint_id: uuid.UUID, values: dict[str, Any]
+) -> Any | None:
+    statement = (
+        update(webhook_endpoints)
+        .where(E.id == endpoint_id)
+        .values(**values)
+        .returning(*webhook_endpoints.c)
+    )
+    return (await conn.execute(statement)).first()
+
+
+async def delete_endpoint(conn: AsyncConnection, endpoint_id: uuid.UUID) -> bool:
+    result = await conn.execute(
+        delete(webhook_endpoints).where(E.id == endpoint_id).returning(E.id)
+    )
+    return result.first() is not None
+
+
+async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
+    """Create deliveries for up to ``limit`` new outbox events; returns how many events."""
+    events = (
+        await conn.execute(
+            select(O.id, O.event_type, O.task_id, O.task_version, O.payload)
+            .where(O.fanned_out_at.is_(None))
+            .order_by(O.created_at, O.task_version)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+    ).all()
+    if not events:
+        return 0
+    endpoints = (
+        await conn.execute(select(E.id, E.event_types, E.entity_types).where(E.enabled.is_(True)))
+    ).all()
+    rows = [
+        {
+            "id": uuid.uuid4(),
+            "endpoint_id": endpoint.id,
+            "event_id": event.id,
+            "task_id": event.task_id,
+            "task_version": event.task_version,
+            "status": DeliveryStatus.PENDING.value,
+            "attempt_count": 0,
+            "next_attempt_at": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for event in events
+        for endpoint in endpoints
+        if endpoint_wants(
+            EndpointFilter(endpoint.event_types, endpoint.entity_types),
+            event.event_type,
+            event.payload["data"],
+        )
+    ]
+    if rows:
+        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        await conn.execute(dialect_insert(webhook_deliveries).on_conflict_do_nothing(), rows)
+    await conn.execute(
+        update(outbox_events).where(O.id.in_([e.id for e in events])).values(fanned_out_at=now)
+    )
+    return len(events)
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    id: uuid.UUID
+    attempt: int
+    endpoint_id: uuid.UUID
+    url: str
+    secrets_newest_first: tuple[str, ...]
+    event_id: uuid.UUID
+    payload: dict[str, Any]
+
+
+async def claim_due_deliveries(
+    conn: AsyncConnection, *, owner: str, now: datetime, leased_until: datetime, limit: int
+) -> list[ClaimedDelivery]:
+    """Lease up to ``limit`` due deliveries to ``owner`` until ``leased_until``."""
+    earlier = aliased(webhook_deliveries)
+    due = and_(
+        D.status == DeliveryStatus.PENDING.value,
+        D.next_attempt_at <= now,
+        or_(D.leased_until.is_(None), D.leased_until <= now),
+    )
+    candidates = (
+        select(D.id)
+        .join(webhook_endpoints, E.id == D.endpoint_id)
+        .where(
+            due,
+            E.enabled.is_(True),
+            ~exists().where(
+                earlier.c.endpoint_id == D.endpoint_id,
+                earlier.c.task_id == D.task_id,
+                earlier.c.status == DeliveryStatus.PENDING.value,
+                earlier.c.task_version < D.task_version,
+            ),
+        )
+        .order_by(D.next_attempt_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True, of=webhook_deliveries)
+    )
+    claimed = (
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(D.id.in_(candidates.scalar_subquery()), due)
+            .values(
+                leased_until=leased_until,
+                lease_owner=owner,
+                attempt_count=D.attempt_count + 1,
+                updated_at=now,
+            )
+            .returning(D.id, D.attempt_count)
+        )
+    ).all()
+    if not claimed:
+        return []
+    attempts = {row.id: row.attempt_count for row in claimed}
+    details = await conn.execute(
+        select(
+            D.id,
+            D.endpoint_id,
+            E.url,
+            E.secret,
+            E.previous_secret,
+            E.previous_secret_expires_at,
+            O.id.label("event_id"),
+            O.payload,
+        )
+        .join(webhook_endpoints, E.id == D.endpoint_id)
+        .join(outbox_events, O.id == D.event_id)
+        .where(D.id.in_(list(attempts)))
+    )
+    result = []
+    for row in details:
+        live = [row.secret]
+        if (
+            row.previous_secret
+            and row.previous_secret_expires_at
+            and row.previous_secret_expires_at > now
+        ):
+            live.append(row.previous_secret)
+        result.append(
+            ClaimedDelivery(
+                id=row.id,
+                attempt=attempts[row.id],
+                endpoint_id=row.endpoint_id,
+                url=row.url,
+                secrets_newest_first=tuple(live),
+                event_id=row.event_id,
+                payload=row.payload,
+            )
+        )
+    return result
+
+
+async def record_attempt(
+    conn: AsyncConnection,
+    *,
+    delivery: ClaimedDelivery,
+    owner: str,
+    attempted_at: datetime,
+    status_code: int | None,
+    latency_ms: int,
+    error: str | None,
+    response_body: str | None,
+    now: datetime,
+    new_status: DeliveryStatus,
+    next_attempt_at: datetime | None,
+) -> bool:
+    """Store one attempt and, if this dispatcher still holds the lease, the delivery's new
+    state. Returns False when the lease had been lost (the attempt is still recorded)."""
+    await conn.execute(
+        insert(delivery_attempts).values(
+            delivery_id=delivery.id,
+            attempt=delivery.attempt,
+            attempted_at=attempted_at,
+            status_code=status_code,
+            latency_ms=latency_ms,
+            error=error,
+            response_body=response_body,
+        )
+    )
+    values: dict[str, Any] = {
+        "status": new_status.value,
+        "leased_until": None,
+        "lease_owner": None,
+        "last_status_code": status_code,
+        "last_error": error,
+        "updated_at": now,
+    }
+    if next_attempt_at is not None:
+        values["next_attempt_at"] = next_attempt_at
+    if new_status is DeliveryStatus.SUCCEEDED:
+        values["delivered_at"] = now
+    result = await conn.execute(
+        update(webhook_deliveries)
+        .where(
+            D.id == delivery.id,
+            D.lease_owner == owner,
+            D.attempt_count == delivery.attempt,
+            D.status == DeliveryStatus.PENDING.value,
+        )
+        .values(**values)
+        .returning(D.id)
+    )
+    return result.first() is not None
+
+
+async def note_endpoint_result(
+    conn: AsyncConnection, endpoint_id: uuid.UUID, *, succeeded: bool, now: datetime
+) -> datetime | None:
+    """Track an endpoint's failure streak; returns when it started failing (or None)."""
+    if succeeded:
+        await conn.execute(
+            update(webhook_endpoints)
+            .where(E.id == endpoint_id, E.failing_since.is_not(None))
+            .values(failing_since=None)
+        )
+        return None
+    await conn.execute(
+        update(webhook_endpoints)
+        .where(E.id == endpoint_id, E.failing_since.is_(None))
+        .values(failing_since=now)
+    )
+    return (
+        await conn.execute(select(E.failing_since).where(E.id == endpoint_id))
+    ).scalar_one_or_none()
+
+
+async def disable_endpoint(
+    conn: AsyncConnection, endpoint_id: uuid.UUID, *, reason: str, now: datetime
+) -> None:
+    await conn.execute(
+        update(webhook_endpoints)
+        .where(E.id == endpoint_id, E.enabled.is_(True))
+        .values(enabled=False, disabled_reason=reason, updated_at=now)
+    )
+
+
+def _delivery_view(row: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "endpoint_id": str(row.endpoint_id),
+        "event_id": str(row.event_id),
+        "event_type": row.event_type,
+        "task_id": str(row.task_id),
+        "status": row.status,
+        "attempt_count": row.attempt_count,
+        "next_attempt_at": rfc3339(row.next_attempt_at)
+        if row.status == DeliveryStatus.PENDING.value
+        else None,
+        "last_status_code": row.last_status_code,
+        "last_error": row.last_error,
+        "created_at": rfc3339(row.created_at),
+        "delivered_at": rfc3339(row.delivered_at),
+        "attempts": attempts,
+    }
+
+
+async def list_deliveries(
+    conn: AsyncConnection,
+    *,
+    endpoint_id: uuid.UUID | None = None,
+    task_id: uuid.UUID | None = None,
+    limit: int = 200,
+) -> list[dict[str, Any]]:
+    """Deliveries (newest last) with every attempt: time, status code, latency, error."""
+    statement = (
+        select(webhook_deliveries, O.event_type)
+        .join(outbox_events, O.id == D.event_id)
+        .order_by(D.created_at, D.task_version, D.id)
+        .limit(limit)
+    )
+    if endpoint_id is not None:
+        statement = statement.where(D.endpoint_id == endpoint_id)
+    if task_id is not None:
+        statement = statement.where(D.task_id == task_id)
+    rows = (await conn.execute(statement)).all()
+    if not rows:
+        return []
+    attempts: dict[uuid.UUID, list[dict[str, Any]]] = {row.id: [] for row in rows}
+    for attempt in await conn.execute(
+        select(delivery_attempts).where(A.delivery_id.in_(list(attempts))).order_by(A.id)
+    ):
+        attempts[attempt.delivery_id].append(
+            {
+                "attempt": attempt.attempt,
+                "attempted_at": rfc3339(attempt.attempted_at),
+                "status_code": attempt.status_code,
+                "latency_ms": attempt.latency_ms,
+                "error": attempt.error,
+                "response_body": attempt.response_body,
+            }
+        )
+    return [_delivery_view(row, attempts[row.id]) for row in rows]
+
+
+async def requeue_delivery(conn: AsyncConnection, delivery_id: uuid.UUID, *, now: datetime) -> bool:
+    """Send a delivery again from the start of the schedule, same event id."""
+    result = await conn.execute(
+        update(webhook_deliveries)
+        .where(
+            D.id == delivery_id,
+            or_(D.status != DeliveryStatus.PENDING.value, D.leased_until.is_(None)),
+        )
+        .values(
+            status=DeliveryStatus.PENDING.value,
+            attempt_count=0,
+            next_attempt_at=now,
+            leased_until=None,
+            lease_owner=None,
+            updated_at=now,
+        )
+        .returning(D.id)
+    )
+    return result.first() is not None

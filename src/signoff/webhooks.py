@@ -1,0 +1,96 @@
+"""Signing and verifying Signoff webhooks — for the dispatcher and for receivers.
+
+Every delivery carries two independent signature schemes over the exact raw body:
+
+* ``X-Signature-256: sha256=<hex>`` — HMAC-SHA256 keyed with the endpoint secret string
+  (``whsec_…``) as UTF-8 bytes, GitHub's format (seed ``000`` section 5);
+* Standard Webhooks: ``webhook-id`` (the event id, the same on every retry),
+  ``webhook-timestamp`` (Unix seconds) and ``webhook-signature`` (``v1,<base64>`` per
+  live secret, space-separated during a rotation), made by the ``standardwebhooks``
+  package.
+
+Receivers call :func:`verify` with the request headers, the raw body and their secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+__all__ = [
+    "WebhookVerificationError",
+    "new_secret",
+    "signature_headers",
+    "verify",
+    "x_signature_256",
+]
+
+SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
+
+
+def new_secret() -> str:
+    """``whsec_`` + base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def x_signature_256(secret: str, body: bytes) -> str:
+    """``sha256=`` + lowercase hex HMAC-SHA256 of ``body`` keyed with ``secret`` (UTF-8)."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def signature_headers(
+    *, event_id: str, body: bytes, secrets_newest_first: Sequence[str], timestamp: datetime
+) -> dict[str, str]:
+    """All signature headers for one attempt. ``X-Signature-256`` uses the newest secret;
+    ``webhook-signature`` carries one ``v1,`` signature per live secret."""
+    text = body.decode("utf-8")
+    signatures = [Webhook(s).sign(event_id, timestamp, text) for s in secrets_newest_first]
+    return {
+        "webhook-id": event_id,
+        "webhook-timestamp": str(int(timestamp.timestamp())),
+        "webhook-signature": " ".join(signatures),
+        "X-Signature-256": x_signature_256(secrets_newest_first[0], body),
+    }
+
+
+def verify(
+    headers: Mapping[str, str], raw_body: bytes, secret: str, tolerance_seconds: int = 300
+) -> None:
+    """Check a delivery's signature, in constant time.
+
+    Accepts either scheme: Standard Webhooks (``webhook-id``/``-timestamp``/``-signature``,
+    timestamp within ``tolerance_seconds`` of now, seconds) or, when those headers are
+    absent, ``X-Signature-256`` (which carries no timestamp: pair it with deduplication on
+    the event id). Header names are matched case-insensitively.
+
+    Raises:
+        WebhookVerificationError: the signature does not match, or the timestamp is stale.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if "webhook-signature" in lowered:
+        timestamp = lowered.get("webhook-timestamp", "")
+        if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > tolerance_seconds:
+            raise WebhookVerificationError("stale or missing webhook-timestamp")
+        Webhook(secret).verify(
+            raw_body,
+            {
+                k: lowered[k]
+                for k in ("webhook-id", "webhook-timestamp", "webhook-signature")
+                if k in lowered
+            },
+        )
+        return
+    given = lowered.get("x-signature-256", "")
+    if not hmac.compare_digest(given.encode(), x_signature_256(secret, raw_body).encode()):
+        raise WebhookVerificationError("X-Signature-256 does not match")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,237 @@
+"""The outbox dispatcher: delivers events to webhook endpoints, at least once.
+
+Any number of dispatchers may run (inside ``signoff serve`` and as ``signoff worker``):
+deliveries are leased with ``SKIP LOCKED`` on PostgreSQL, and every result is fenced by
+the lease owner and attempt number. On PostgreSQL an idle dispatcher wakes on
+``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits); SQLite polls
+every ``SIGNOFF_DISPATCHER_POLL_SECONDS``. Stopping drains: the attempts in flight finish
+and are recorded before :meth:`Dispatcher.run` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import structlog
+
+from signoff.domain.webhooks import (
+    FAILING_ENDPOINT_DISABLE_AFTER,
+    AttemptOutcome,
+    DeliveryStatus,
+    Verdict,
+    judge,
+    next_attempt_delay,
+    parse_retry_after,
+)
+from signoff.errors import SignoffError
+from signoff.net import vet_url
+from signoff.services.context import ServiceContext
+from signoff.services.tasks import dumps
+from signoff.settings import async_database_url
+from signoff.store import webhooks as store
+from signoff.store.webhooks import ClaimedDelivery
+from signoff.webhooks import signature_headers
+
+log = structlog.get_logger("signoff.dispatcher")
+
+NOTIFY_CHANNEL = "signoff_outbox"
+MAX_STORED_RESPONSE = 1024
+
+
+class Dispatcher:
+    """One dispatcher. ``client`` may be injected (tests use a transport seam)."""
+
+    def __init__(self, context: ServiceContext, *, client: httpx.AsyncClient | None = None) -> None:
+        self.context = context
+        self.settings = context.settings
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._client = client or httpx.AsyncClient(
+            timeout=self.settings.webhook_timeout_seconds, follow_redirects=False, trust_env=False
+        )
+        self._wake = asyncio.Event()
+
+    async def run_once(self) -> int:
+        """Fan out new events, then send every due delivery once. Returns attempts made."""
+        now = self.context.now()
+        async with self.context.database.transaction() as uow:
+            await store.fan_out_outbox(
+                uow.connection, now=now, limit=self.settings.dispatcher_batch_size * 4
+            )
+            await uow.commit()
+        async with self.context.database.transaction() as uow:
+            claimed = await store.claim_due_deliveries(
+                uow.connection,
+                owner=self.owner,
+                now=now,
+                leased_until=now + timedelta(seconds=self.settings.webhook_attempt_lease_seconds),
+                limit=self.settings.dispatcher_batch_size,
+            )
+            await uow.commit()
+        await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
+        return len(claimed)
+
+    async def _deliver(self, delivery: ClaimedDelivery) -> None:
+        attempted_at = self.context.now()
+        body = dumps(delivery.payload).encode("utf-8")
+        started = time.perf_counter()
+        outcome, response_body = await self._send(delivery, body)
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        await self._record(delivery, attempted_at, outcome, response_body, latency_ms)
+
+    async def _send(
+        self, delivery: ClaimedDelivery, body: bytes
+    ) -> tuple[AttemptOutcome, str | None]:
+        try:
+            target = await vet_url(
+                delivery.url, allow_private=self.settings.webhook_allow_private_networks
+            )
+        except SignoffError as refused:
+            return AttemptOutcome(status_code=None, error=refused.message), None
+        headers = signature_headers(
+            event_id=str(delivery.event_id),
+            body=body,
+            secrets_newest_first=delivery.secrets_newest_first,
+            # Receivers compare this with their own wall clock, not ours.
+            timestamp=datetime.now(UTC),
+        )
+        headers |= {
+            "Content-Type": "application/json",
+            "User-Agent": "Signoff-Webhooks/1",
+            "Host": target.host,
+        }
+        extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
+        try:
+            response = await self._client.post(
+                target.pinned_url, content=body, headers=headers, extensions=extensions
+            )
+        except httpx.TimeoutException:
+            return AttemptOutcome(status_code=None, error="timeout"), None
+        except httpx.HTTPError as exc:
+            return AttemptOutcome(
+                status_code=None, error=f"{type(exc).__name__}: {exc}"[:500]
+            ), None
+        retry_after = parse_retry_after(response.headers.get("retry-after"), self.context.now())
+        text = response.text[:MAX_STORED_RESPONSE]
+        return AttemptOutcome(
+            status_code=response.status_code, retry_after_seconds=retry_after
+        ), text
+
+    async def _record(
+        self,
+        delivery: ClaimedDelivery,
+        attempted_at: datetime,
+        outcome: AttemptOutcome,
+        response_body: str | None,
+        latency_ms: int,
+    ) -> None:
+        now = self.context.now()
+        verdict = judge(outcome)
+        next_at: datetime | None = None
+        if verdict is Verdict.SUCCESS:
+            status = DeliveryStatus.SUCCEEDED
+        else:
+            delay = next_attempt_delay(
+                attempts_made=delivery.attempt,
+                schedule=self.settings.retry_schedule,
+                outcome=outcome,
+                jitter=self.settings.webhook_retry_jitter,
+            )
+            if verdict is Verdict.DISABLE_ENDPOINT or delay is None:
+                status = DeliveryStatus.DEAD
+            else:
+                status, next_at = DeliveryStatus.PENDING, now + timedelta(seconds=delay)
+        async with self.context.database.transaction() as uow:
+            conn = uow.connection
+            held = await store.record_attempt(
+                conn,
+                delivery=delivery,
+                owner=self.owner,
+                attempted_at=attempted_at,
+                status_code=outcome.status_code,
+                latency_ms=latency_ms,
+                error=outcome.error,
+                response_body=response_body,
+                now=now,
+                new_status=status,
+                next_attempt_at=next_at,
+            )
+            if verdict is Verdict.DISABLE_ENDPOINT:
+                await store.disable_endpoint(
+                    conn, delivery.endpoint_id, reason="receiver answered 410 Gone", now=now
+                )
+            else:
+                failing_since = await store.note_endpoint_result(
+                    conn, delivery.endpoint_id, succeeded=verdict is Verdict.SUCCESS, now=now
+                )
+                if (
+                    failing_since is not None
+                    and now - failing_since >= FAILING_ENDPOINT_DISABLE_AFTER
+                ):
+                    await store.disable_endpoint(
+                        conn, delivery.endpoint_id, reason="failing for 5 days", now=now
+                    )
+            await uow.commit()
+        log.info(
+            "webhook.attempt",
+            delivery_id=str(delivery.id),
+            event_id=str(delivery.event_id),
+            attempt=delivery.attempt,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            result=status.value,
+            lease_held=held,
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Loop until ``stop`` is set; in-flight attempts finish before returning."""
+        listener = await self._listen()
+        try:
+            while not stop.is_set():
+                # Clear before the round, not after: a notification that arrives while
+                # the round runs must still cut the next wait short.
+                self._wake.clear()
+                try:
+                    attempted = await self.run_once()
+                except Exception:  # the loop must outlive a database hiccup
+                    log.exception("dispatcher.iteration_failed")
+                    attempted = 0
+                if attempted == 0:
+                    await self._idle(stop)
+        finally:
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    await listener.close()
+            await self._client.aclose()
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+        await asyncio.wait(
+            waiters,
+            timeout=self.settings.dispatcher_poll_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        for waiter in waiters:
+            waiter.cancel()
+
+    async def _listen(self) -> Any:
+        url = async_database_url(self.settings.database_url)
+        if not url.startswith("postgresql"):
+            return None
+        try:
+            connection = await asyncpg.connect(
+                url.replace("postgresql+asyncpg://", "postgresql://", 1)
+            )
+            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("dispatcher.listen_failed", error=str(exc))
+            return None
+        return connection
