@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from signoff.bootstrap import prepare_database
 from signoff.domain.states import Role
@@ -52,7 +53,8 @@ def serve(
         typer.echo(f"Demo producer key: {demo_keys['producer']}")
         typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
     typer.echo(
-        f"Signoff listening on http://{settings.host}:{settings.port} ({settings.database_url})"
+        f"Signoff listening on http://{settings.host}:{settings.port} "
+        f"({make_url(settings.database_url).render_as_string(hide_password=True)})"
     )
     from signoff.api.app import create_app
 

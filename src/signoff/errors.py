@@ -7,10 +7,15 @@ place (``signoff.api.problems``), producing RFC 9457 problem details::
     SignoffError
     ├── BadRequest            400  ERR_MALFORMED_JSON, ERR_LEASE_TOKEN_REQUIRED
     ├── Unauthenticated       401  ERR_UNAUTHENTICATED
-    ├── Forbidden             403  ERR_FORBIDDEN, ERR_OPERATOR_MISMATCH, ERR_NOT_LEASE_HOLDER
+    ├── Forbidden             403  ERR_FORBIDDEN, ERR_OPERATOR_MISMATCH,
+    │                              ERR_SELF_APPROVAL
     ├── NotFound              404  ERR_TASK_NOT_FOUND, ERR_API_KEY_NOT_FOUND
     ├── Conflict              409  ERR_TASK_CONFLICT, ERR_STATE_CONFLICT, ERR_LEASE_LOST,
-    │                              ERR_LEASE_EXPIRED, ERR_IDEMPOTENCY_KEY_IN_USE
+    │                              ERR_LEASE_EXPIRED, ERR_IDEMPOTENCY_KEY_IN_USE,
+    │                              ERR_STALE_REVISION, ERR_ALREADY_EXECUTING,
+    │                              ERR_APPROVAL_NOT_VALID
+    ├── PreconditionFailed    412  ERR_REVISION_CONFLICT
+    ├── PreconditionRequired  428  ERR_PRECONDITION_REQUIRED
     ├── PayloadTooLarge       413  ERR_PAYLOAD_TOO_LARGE
     ├── Unprocessable         422  ERR_VALIDATION, ERR_INSUFFICIENT_CONTEXT_PROOF,
     │                              ERR_PRECHECK_HASH_MISMATCH, ERR_IDEMPOTENCY_KEY_REUSED,
@@ -82,6 +87,16 @@ class NotFound(SignoffError):
 class Conflict(SignoffError):
     title = "Conflict"
     error_code = "ERR_STATE_CONFLICT"
+
+
+class PreconditionFailed(SignoffError):
+    title = "Precondition failed"
+    error_code = "ERR_REVISION_CONFLICT"
+
+
+class PreconditionRequired(SignoffError):
+    title = "Precondition required"
+    error_code = "ERR_PRECONDITION_REQUIRED"
 
 
 class PayloadTooLarge(SignoffError):

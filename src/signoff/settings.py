@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     port: int = 8000
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    approval_ttl_seconds: int | None = Field(default=None, gt=0)
+    """Default life of an approval of a subject (seed 003); ``None``: no expiry."""
     run_workers: bool = True
     """Run the outbox dispatcher inside ``signoff serve`` (``signoff worker`` runs it alone)."""
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_RETRY_SCHEDULE)

@@ -143,11 +143,13 @@ def test_two_processes_on_one_sqlite_file_grant_one_claim(tmp_path: Path) -> Non
 
 
 def test_a_plain_postgresql_url_works_as_written(postgres_database: str, tmp_path: Path) -> None:
+    assert postgres_database.startswith("postgresql://postgres@")
+    # Trust authentication ignores the password; it must never be printed.
+    with_password = postgres_database.replace("postgres@", "postgres:hunter2-secret@", 1)
     env = {
-        "SIGNOFF_DATABASE_URL": postgres_database,
+        "SIGNOFF_DATABASE_URL": with_password,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000",
     }
-    assert postgres_database.startswith("postgresql://")
     with serve(tmp_path, env=env) as served:
         ready = httpx.get(
             f"{served.base_url}/readyz",
@@ -155,3 +157,6 @@ def test_a_plain_postgresql_url_works_as_written(postgres_database: str, tmp_pat
         )
         assert ready.json() == {"status": "ready", "database": "postgresql"}
     assert not (tmp_path / "signoff.db").exists()
+    printed = "\n".join(served.output)
+    assert "Signoff listening" in printed
+    assert "hunter2-secret" not in printed

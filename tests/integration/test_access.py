@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import uuid
 
 import pytest
 
@@ -128,6 +131,10 @@ def test_listing_filters_and_pages_with_a_cursor(server: LiveServer) -> None:
         assert reviewer.get("/tasks", params={"reason_code": "NOPE"}).json()["items"] == []
 
 
+def _cursor(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -135,6 +142,12 @@ def test_listing_filters_and_pages_with_a_cursor(server: LiveServer) -> None:
         ({"limit": 0}, "limit"),
         ({"status": "DONE"}, "status"),
         ({"cursor": "%%%"}, "cursor"),
+        ({"cursor": _cursor(["2026-11-30T12:00:00+00:00", 123])}, "cursor"),
+        ({"cursor": _cursor(["0001-01-01T00:00:00+05:00", str(uuid.uuid4())])}, "cursor"),
+        ({"cursor": _cursor(["9999-12-31T23:59:59-05:00", str(uuid.uuid4())])}, "cursor"),
+        ({"cursor": _cursor({"not": "a list"})}, "cursor"),
+        ({"entity_id": "a\x00b"}, "entity_id"),
+        ({"reason_code": "\x00"}, "reason_code"),
     ],
 )
 def test_bad_listing_parameters_are_named(server: LiveServer, params, field) -> None:
@@ -187,4 +200,55 @@ def test_openapi_documents_every_endpoint_body_and_error(server: LiveServer) -> 
         "notes",
         "resolution_payload",
         "operator_id",
+        "revision",
+        "digest",
     }
+
+
+def test_a_wrong_method_is_a_405_problem(server: LiveServer) -> None:
+    with server.admin() as admin:
+        response = admin.put("/tasks/escalate")
+    assert response.status_code == 405
+    assert response.json()["status"] == 405
+    assert response.json()["error_code"] == "ERR_METHOD_NOT_ALLOWED"
+    assert "POST" in response.headers["allow"]
+
+
+def test_conflicts_name_only_the_callers_own_tasks(server: LiveServer) -> None:
+    with server.new_client("producer", "bot-a") as a, server.new_client("producer", "bot-b") as b:
+        mine = a.escalate(escalation("txn_shared")).json()["id"]
+        own = a.escalate(escalation("txn_shared")).json()
+        other = b.escalate(escalation("txn_shared")).json()
+    assert own["task_id"] == mine
+    assert own["status"] == 409
+    assert other["error_code"] == "ERR_TASK_CONFLICT"
+    assert "task_id" not in other
+    assert mine not in json.dumps(other)
+
+
+def test_a_missing_database_is_503_not_500(engine: str, make_settings, clock) -> None:
+    from tests.support import LiveServer as Server
+
+    if engine == "sqlite":
+        settings = make_settings(
+            database_url="sqlite:////nonexistent-dir/signoff.db", run_workers=False
+        )
+    else:
+        settings = make_settings(
+            database_url="postgresql://postgres@127.0.0.1:5432/signoff_no_such_db",
+            run_workers=False,
+        )
+    server = Server(settings, clock)
+    server.start()
+    try:
+        with server.admin() as admin:
+            for response in (
+                admin.get("/readyz"),
+                admin.get("/tasks"),
+                admin.post("/tasks/claim-next"),
+            ):
+                assert response.status_code == 503, response.text
+                assert response.json()["error_code"] == "ERR_NOT_READY"
+                assert response.headers["retry-after"] == "1"
+    finally:
+        server.stop()

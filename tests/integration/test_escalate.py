@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from signoff.domain.digests import canonical_json
-from tests.support import LiveServer, escalation, example_escalation
+from tests.support import LiveServer, escalation, example_escalation, precheck_hash
 
 
 @pytest.fixture
@@ -288,3 +288,28 @@ def test_the_stored_bundle_is_the_one_sent(server, producer) -> None:
     (row,) = server.rows("review_tasks")
     assert row["diagnostic_bundle"] == copy.deepcopy(body["diagnostic_bundle"])
     assert row["idempotency_key"] == body["idempotency_key"]
+
+
+def test_nesting_deeper_than_the_limit_is_refused_with_its_path(server, producer) -> None:
+    body = escalation()
+    deep: object = "leaf"
+    for _ in range(316):
+        deep = [deep]
+    body["diagnostic_bundle"]["attempted_actions"][0]["extra"] = deep
+    response = producer.escalate(body)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"].startswith(
+        "diagnostic_bundle.attempted_actions[0].extra[0]"
+    )
+    assert "nested deeper" in response.json()["errors"][0]["message"]
+    assert_nothing_written(server)
+
+
+def test_reasonable_nesting_is_accepted(producer) -> None:
+    body = escalation()
+    deep: object = "leaf"
+    for _ in range(50):
+        deep = {"next": deep}
+    body["diagnostic_bundle"]["attempted_actions"][0]["extra"] = deep
+    body["precheck_hash"] = precheck_hash(body["diagnostic_bundle"]["attempted_actions"])
+    assert producer.escalate(body).status_code == 201

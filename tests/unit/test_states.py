@@ -44,12 +44,12 @@ def test_every_action_has_exactly_one_transition() -> None:
     assert set(TRANSITIONS) == set(Action)
 
 
-def test_only_reviewers_and_supervisors_touch_leases_and_only_producers_escalate() -> None:
+def test_only_reviewers_and_supervisors_touch_leases_and_producers_do_the_rest() -> None:
+    lease_actions = {Action.CLAIM, Action.RENEW, Action.RELEASE, Action.RESOLVE}
     for action, step in TRANSITIONS.items():
-        expected = (
-            {Role.PRODUCER} if action is Action.ESCALATE else {Role.REVIEWER, Role.SUPERVISOR}
-        )
+        expected = {Role.REVIEWER, Role.SUPERVISOR} if action in lease_actions else {Role.PRODUCER}
         assert step.roles == expected, action
+        assert (step.lease is not LeaseRule.NONE) == (action in lease_actions), action
 
 
 def test_resolution_requires_a_live_lease_and_renewal_does_not() -> None:
@@ -85,7 +85,7 @@ def test_refusals_name_the_precise_reason() -> None:
     kw_bob = dict(kw, principal=bob)
     assert (
         refusal_for(resolve, task, lease_token_hash=hash_lease_token("tok"), **kw_bob).error_code
-        == "ERR_NOT_LEASE_HOLDER"
+        == "ERR_LEASE_LOST"
     )  # type: ignore[arg-type]
     clock.advance(60)
     kw["now"] = clock.now()

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.problems import install_problem_handlers
-from signoff.api.routes import admin, tasks, webhooks
+from signoff.api.routes import admin, approvals, tasks, webhooks
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
@@ -55,5 +55,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     install_problem_handlers(app)
     app.include_router(admin.router)
     app.include_router(tasks.router)
+    app.include_router(approvals.router)
     app.include_router(webhooks.router)
     return app

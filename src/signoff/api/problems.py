@@ -18,6 +18,7 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -30,6 +31,8 @@ from signoff.errors import (
     NotFound,
     NotReady,
     PayloadTooLarge,
+    PreconditionFailed,
+    PreconditionRequired,
     SignoffError,
     Unauthenticated,
     Unprocessable,
@@ -47,6 +50,8 @@ STATUS_BY_KIND: dict[type[SignoffError], int] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    PreconditionFailed: 412,
+    PreconditionRequired: 428,
     PayloadTooLarge: 413,
     Unprocessable: 422,
     NotReady: 503,
@@ -61,7 +66,8 @@ def status_for(error: SignoffError) -> int:
 
 
 def problem_body(error: SignoffError, status: int) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    body: dict[str, Any] = dict(error.extra)
+    body |= {
         "type": f"urn:signoff:problem:{error.error_code}",
         "title": error.title,
         "status": status,
@@ -71,7 +77,6 @@ def problem_body(error: SignoffError, status: int) -> dict[str, Any]:
     }
     if error.errors:
         body["errors"] = [{"field": e.field, "message": e.message} for e in error.errors]
-    body.update(error.extra)
     return body
 
 
@@ -99,6 +104,17 @@ def _request_validation(exc: RequestValidationError) -> SignoffError:
     return validation_error(errors)
 
 
+#: SQLSTATE classes that mean "the database is not available to us", not "bad query":
+#: connection exception, invalid authorisation, invalid catalog (no such database),
+#: insufficient resources, operator intervention (shutdown, admin kill).
+UNAVAILABLE_SQLSTATE_PREFIXES = ("08", "28", "3D", "53", "57P")
+
+
+def _is_unavailable(exc: DBAPIError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATE_PREFIXES)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Replace FastAPI's default error shapes with problem details."""
 
@@ -112,11 +128,18 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
-        codes = {404: ("ERR_NOT_FOUND", NotFound), 405: ("ERR_METHOD_NOT_ALLOWED", BadRequest)}
-        code, kind = codes.get(exc.status_code, ("ERR_HTTP", BadRequest))
-        response = problem_response(kind(str(exc.detail), error_code=code))
-        response.status_code = exc.status_code
-        return response
+        code = {404: "ERR_NOT_FOUND", 405: "ERR_METHOD_NOT_ALLOWED"}.get(
+            exc.status_code, "ERR_HTTP"
+        )
+        error = SignoffError(str(exc.detail), error_code=code)
+        error.title = str(exc.detail)
+        body = problem_body(error, exc.status_code)
+        return Response(
+            json.dumps(body),
+            status_code=exc.status_code,
+            media_type=PROBLEM_JSON,
+            headers=dict(exc.headers or {}),
+        )
 
     @app.exception_handler(OperationalError)
     async def _database_unavailable(_request: Request, exc: OperationalError) -> Response:
@@ -125,9 +148,16 @@ def install_problem_handlers(app: FastAPI) -> None:
             NotReady("the database is not available; retry shortly", error_code="ERR_NOT_READY")
         )
 
+    @app.exception_handler(PoolTimeout)
+    async def _pool_exhausted(_request: Request, exc: PoolTimeout) -> Response:
+        log.warning("database.pool_exhausted", error=str(exc)[:200])
+        return problem_response(
+            NotReady("the service is overloaded; retry shortly", error_code="ERR_NOT_READY")
+        )
+
     @app.exception_handler(DBAPIError)
     async def _database_error(_request: Request, exc: DBAPIError) -> Response:
-        if exc.connection_invalidated:
+        if exc.connection_invalidated or _is_unavailable(exc):
             return problem_response(
                 NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
             )

@@ -40,11 +40,17 @@ class ClaimNextRequest(ClaimRequest):
 class ResolveRequest(_Strict):
     """Seed ``000`` section 5 (``shared/contract/example-resolve.json``)."""
 
-    decision: Literal["APPROVED", "REJECTED"]
+    decision: Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
     notes: str | None = None
     resolution_payload: dict[str, Any] | None = None
     operator_id: str | None = Field(
         default=None, description="Must equal the caller's principal id."
+    )
+    revision: int | None = Field(
+        default=None, ge=1, description="Required on a task with a subject: the revision reviewed."
+    )
+    digest: str | None = Field(
+        default=None, pattern="^[a-f0-9]{64}$", description="That revision's digest (seed 003)."
     )
 
     _nul = field_validator("notes")(_no_nul)
@@ -70,6 +76,10 @@ class ApiKeyOut(BaseModel):
     revoked_at: str | None
 
 
+class ApiKeyListOut(BaseModel):
+    items: list[ApiKeyOut]
+
+
 class TaskOut(BaseModel):
     """The one task representation (escalate, GET, claim, resolve, events, outbox)."""
 
@@ -84,13 +94,19 @@ class TaskOut(BaseModel):
     version: int
     claimed_by: str | None
     lease_expires_at: str | None = Field(description="RFC 3339, UTC")
-    decision: Literal["APPROVED", "REJECTED"] | None
+    decision: Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"] | None
     notes: str | None
     resolution_payload: dict[str, Any] | None
     operator_id: str | None
     created_at: str
     updated_at: str
     resolved_at: str | None
+    current_revision: int | None = Field(description="Subject revision; also the ETag.")
+    digest: str | None = Field(description="SHA-256 of the current revision's RFC 8785 form.")
+    approved_revision: int | None
+    approved_digest: str | None
+    approval_expires_at: str | None
+    execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
 
 
 class EscalationCreated(TaskOut):
@@ -203,3 +219,76 @@ class DeliveryOut(BaseModel):
 
 class DeliveryListOut(BaseModel):
     items: list[DeliveryOut]
+
+
+class TaskWithViewOut(TaskOut):
+    last_viewed_revision: int | None = Field(
+        default=None, description="Reviewers: the revision you had seen before this request."
+    )
+
+
+class ReviseSubjectRequest(_Strict):
+    subject: dict[str, Any]
+    source_revisions: list[str] | None = None
+
+
+class ExecuteRequest(_Strict):
+    revision: int = Field(ge=1)
+    digest: str = Field(pattern="^[a-f0-9]{64}$")
+    operation_id: str = Field(min_length=1, max_length=255)
+
+    _nul = field_validator("operation_id")(_no_nul)
+
+
+class ActionResultRequest(_Strict):
+    operation_id: str = Field(min_length=1, max_length=255)
+    result: Any = None
+
+    _nul = field_validator("operation_id")(_no_nul)
+
+
+class ActionOut(BaseModel):
+    id: str
+    status: Literal["PENDING", "COMPLETED", "FAILED"]
+    operation_id: str | None
+    result: Any
+
+
+class ExecutionOut(BaseModel):
+    task_id: str
+    execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
+    operation_id: str | None
+    actions: list[ActionOut]
+
+
+class ExecutionGrantOut(ExecutionOut):
+    revision: int
+    digest: str
+    approved_by: str | None
+    granted_at: str | None
+
+
+class RevisionOut(BaseModel):
+    revision: int
+    digest: str
+    source_revisions: list[str]
+    created_by: str
+    created_at: str
+    subject: dict[str, Any] | None = None
+
+
+class DiffOut(BaseModel):
+    from_: int = Field(alias="from")
+    to: int
+    added: list[dict[str, Any]]
+    removed: list[dict[str, Any]]
+    changed: list[dict[str, Any]]
+    sources: dict[str, Any]
+
+
+class WebhookEndpointListOut(BaseModel):
+    items: list[WebhookEndpointOut]
+
+
+class RevisionListOut(BaseModel):
+    items: list[RevisionOut]

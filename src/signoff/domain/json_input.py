@@ -23,6 +23,10 @@ from signoff.errors import BadRequest, FieldError, validation_error
 #: as IEEE-754 doubles.
 MAX_SAFE_INTEGER = 2**53 - 1
 
+#: Deepest nesting accepted (arrays and objects). Deeper documents are refused with a
+#: clear 422 rather than risking recursion limits in canonicalisation.
+MAX_DEPTH = 64
+
 
 class _OutOfRangeNumber:
     """Placeholder for a numeric literal we will refuse, kept so the walk can report
@@ -87,9 +91,11 @@ def _has_lone_surrogate(text: str) -> bool:
     return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
-def _problems(value: Any, path: str) -> Iterator[FieldError]:
+def _problems(value: Any, path: str, depth: int = 0) -> Iterator[FieldError]:
     where = path or "(root)"
-    if isinstance(value, _OutOfRangeNumber):
+    if depth > MAX_DEPTH:
+        yield FieldError(where, f"nested deeper than {MAX_DEPTH} levels")
+    elif isinstance(value, _OutOfRangeNumber):
         yield FieldError(
             where,
             f"number {value.literal[:40]} is outside what RFC 8785 allows "
@@ -105,10 +111,10 @@ def _problems(value: Any, path: str) -> Iterator[FieldError]:
         for key, item in value.items():
             if _has_lone_surrogate(key):
                 yield FieldError(where, "object key contains a lone UTF-16 surrogate")
-            yield from _problems(item, join_path(path, key))
+            yield from _problems(item, join_path(path, key), depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _problems(item, join_path(path, index))
+            yield from _problems(item, join_path(path, index), depth + 1)
 
 
 def parse_json_strict(raw: bytes) -> Any:

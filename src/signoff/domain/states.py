@@ -27,6 +27,18 @@ ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING_REVIEW, T
 class Decision(StrEnum):
     APPROVED = "APPROVED"
     REJECTED = "REJECTED"
+    REVISION_REQUESTED = "REVISION_REQUESTED"
+    """Seed 003: the reviewer asks for changes (notes say which); a new revision of the
+    subject sends the task back to review."""
+
+
+class ExecutionStatus(StrEnum):
+    """Execution of an approved task (seed 003: ``executing`` → ``completed``), tracked per
+    action; the task's status is derived from its actions'."""
+
+    EXECUTING = "EXECUTING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
 
 
 class Role(StrEnum):
@@ -42,6 +54,13 @@ class Action(StrEnum):
     RENEW = "renew"
     RELEASE = "release"
     RESOLVE = "resolve"
+    REVISE = "revise"
+    REOPEN = "reopen"
+    CARRY_FORWARD = "carry_forward"
+    EXECUTE = "execute"
+    COMPLETE_ACTION = "complete_action"
+    FAIL_ACTION = "fail_action"
+    REVOKE_SOURCE = "revoke_source"
 
 
 class LeaseRule(StrEnum):
@@ -66,7 +85,8 @@ REVIEWERS: frozenset[Role] = frozenset({Role.REVIEWER, Role.SUPERVISOR})
 class Transition:
     action: Action
     sources: frozenset[TaskStatus]
-    target: TaskStatus
+    target: TaskStatus | None
+    """``None``: the status does not change."""
     roles: frozenset[Role]
     lease: LeaseRule
     event_type: str
@@ -74,11 +94,18 @@ class Transition:
     """Whether the change is written to the outbox for source systems, besides the audit
     trail (a renewal interests nobody outside)."""
 
+    def status_after(self, current: TaskStatus | None = None) -> TaskStatus:
+        """The status a task has after this transition from ``current``."""
+        result = self.target or current
+        if result is None:
+            raise ValueError(f"{self.action} needs the current status")
+        return result
+
 
 def _t(
     action: Action,
     sources: set[TaskStatus],
-    target: TaskStatus,
+    target: TaskStatus | None,
     roles: frozenset[Role],
     lease: LeaseRule,
     event_type: str,
@@ -89,14 +116,33 @@ def _t(
 
 
 P, C, R = TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED, TaskStatus.RESOLVED
+PRODUCERS = frozenset({Role.PRODUCER})
 
 TRANSITIONS: dict[Action, Transition] = dict(
     [
-        _t(Action.ESCALATE, set(), P, frozenset({Role.PRODUCER}), LeaseRule.NONE, "task.created"),
+        _t(Action.ESCALATE, set(), P, PRODUCERS, LeaseRule.NONE, "task.created"),
         _t(Action.CLAIM, {P, C}, C, REVIEWERS, LeaseRule.CLAIMABLE, "task.claimed"),
         _t(Action.RENEW, {C}, C, REVIEWERS, LeaseRule.HELD, "task.lease_renewed", publish=False),
         _t(Action.RELEASE, {C}, P, REVIEWERS, LeaseRule.HELD, "task.released"),
         _t(Action.RESOLVE, {C}, R, REVIEWERS, LeaseRule.HELD_LIVE, "task.resolved"),
+        # Seed 003: the reviewed object changes. While in review the new revision simply
+        # becomes current; after an approval it invalidates it (REOPEN) unless the change
+        # is confined to non-material paths (CARRY_FORWARD); after REVISION_REQUESTED it
+        # sends the task back to review (REOPEN).
+        _t(Action.REVISE, {P, C}, None, PRODUCERS, LeaseRule.NONE, "task.revised"),
+        _t(Action.REOPEN, {R}, P, PRODUCERS, LeaseRule.NONE, "task.approval_invalidated"),
+        _t(
+            Action.CARRY_FORWARD,
+            {R},
+            None,
+            PRODUCERS,
+            LeaseRule.NONE,
+            "task.approval_carried_forward",
+        ),
+        _t(Action.EXECUTE, {R}, None, PRODUCERS, LeaseRule.NONE, "task.execution_started"),
+        _t(Action.COMPLETE_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_completed"),
+        _t(Action.FAIL_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_failed"),
+        _t(Action.REVOKE_SOURCE, {P, C, R}, None, PRODUCERS, LeaseRule.NONE, "task.source_revoked"),
     ]
 )
 

@@ -13,8 +13,15 @@ from typing import Any
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import canonical_json
-from signoff.domain.states import LeaseRule, Role, TaskStatus, Transition
-from signoff.errors import Conflict, Forbidden, SignoffError, task_not_found
+from signoff.domain.states import Decision, LeaseRule, Role, TaskStatus, Transition
+from signoff.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    SignoffError,
+    task_not_found,
+    validation_error,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,21 @@ class Task:
     created_at: datetime
     updated_at: datetime
     resolved_at: datetime | None
+    current_revision: int | None = None
+    digest: str | None = None
+    material_paths: list[str] | None = None
+    approval_ttl_seconds: int | None = None
+    approved_revision: int | None = None
+    approved_digest: str | None = None
+    approval_expires_at: datetime | None = None
+    approver_key_id: uuid.UUID | None = None
+    execution_status: str | None = None
+    execution_operation_id: str | None = None
+    executed_at: datetime | None = None
+
+    @property
+    def has_subject(self) -> bool:
+        return self.current_revision is not None
 
     def lease_lapsed(self, now: datetime) -> bool:
         """A lease is live while ``now < lease_expires_at``; at that instant it lapses."""
@@ -103,6 +125,12 @@ def task_view(task: Task, now: datetime) -> dict[str, Any]:
         "created_at": rfc3339(task.created_at),
         "updated_at": rfc3339(task.updated_at),
         "resolved_at": rfc3339(task.resolved_at),
+        "current_revision": task.current_revision,
+        "digest": task.digest,
+        "approved_revision": task.approved_revision,
+        "approved_digest": task.approved_digest,
+        "approval_expires_at": rfc3339(task.approval_expires_at),
+        "execution_status": task.execution_status,
     }
 
 
@@ -152,6 +180,9 @@ def refusal_for(
     principal: Principal,
     lease_token_hash: str | None,
     now: datetime,
+    decision: Decision | None = None,
+    revision: int | None = None,
+    digest: str | None = None,
 ) -> SignoffError:
     """Explain why a conditional update of ``transition`` matched no row.
 
@@ -167,19 +198,21 @@ def refusal_for(
             + (f" and its lease is held by {holder}" if holder else "")
             + "; it cannot be claimed now",
             error_code="ERR_STATE_CONFLICT",
-            extra={"status": task.effective_status(now).value},
+            extra={"task_status": task.effective_status(now).value},
         )
-    if task.status is not TaskStatus.CLAIMED or task.lease_token_hash != lease_token_hash:
+    held_by_caller = task.claimed_by == principal.principal_id
+    if (
+        task.status is not TaskStatus.CLAIMED
+        or task.lease_token_hash != lease_token_hash
+        # A valid token in another principal's hands gets the same answer as a wrong
+        # one, so the answer does not confirm that a token is live.
+        or not held_by_caller
+    ):
         return Conflict(
-            "the lease token is not the task's current lease: the task was claimed by "
+            "the lease token is not the caller's current lease: the task was claimed by "
             "someone else, released or resolved",
             error_code="ERR_LEASE_LOST",
-            extra={"status": task.effective_status(now).value},
-        )
-    if task.claimed_by != principal.principal_id:
-        return Forbidden(
-            f"the lease is held by {task.claimed_by}, not by {principal.principal_id}",
-            error_code="ERR_NOT_LEASE_HOLDER",
+            extra={"task_status": task.effective_status(now).value},
         )
     if task.lease_lapsed(now):
         return Conflict(
@@ -188,4 +221,40 @@ def refusal_for(
             error_code="ERR_LEASE_EXPIRED",
             extra={"lease_expired_at": rfc3339(task.lease_expires_at)},
         )
+    if decision is not None:
+        refusal = _decision_refusal(task, principal, decision, revision, digest)
+        if refusal is not None:
+            return refusal
     return Conflict(f"task {task.id} changed concurrently; retry", error_code="ERR_STATE_CONFLICT")
+
+
+def _decision_refusal(
+    task: Task, principal: Principal, decision: Decision, revision: int | None, digest: str | None
+) -> SignoffError | None:
+    """Seed 003: a decision on a subject names the revision and digest the reviewer saw;
+    nobody approves what they escalated themselves."""
+    if not task.has_subject:
+        if revision is not None or digest is not None:
+            return validation_error([FieldError("revision", "this task has no subject")])
+        if decision is Decision.REVISION_REQUESTED:
+            return validation_error([FieldError("decision", "REVISION_REQUESTED needs a subject")])
+    elif revision is None or digest is None:
+        return validation_error(
+            [
+                FieldError(name, "is required for a task with a subject")
+                for name in ("revision", "digest")
+            ]
+        )
+    elif (revision, digest) != (task.current_revision, task.digest):
+        return Conflict(
+            f"revision {revision} is not the current revision {task.current_revision} "
+            "(or its digest differs): review the current one",
+            error_code="ERR_STALE_REVISION",
+            extra={"current_revision": task.current_revision, "digest": task.digest},
+        )
+    if decision is Decision.APPROVED and task.producer_id == principal.principal_id:
+        return Forbidden(
+            f"{principal.principal_id} escalated this task and may not approve it",
+            error_code="ERR_SELF_APPROVAL",
+        )
+    return None

@@ -96,7 +96,9 @@ async def create_api_key(
     return CreatedKey(id=key_id, key=secret, role=role, principal_id=principal_id)
 
 
-async def revoke_api_key(ctx: ServiceContext, caller: Principal, key_id: uuid.UUID | None) -> None:
+async def revoke_api_key(
+    ctx: ServiceContext, caller: Principal, key_id: uuid.UUID | None, *, shown_id: str
+) -> None:
     """Revoke at once (admins only).
 
     Raises:
@@ -108,7 +110,7 @@ async def revoke_api_key(ctx: ServiceContext, caller: Principal, key_id: uuid.UU
             uow.connection, key_id, ctx.now()
         )
         if not revoked:
-            raise NotFound(f"no live API key {key_id}", error_code="ERR_API_KEY_NOT_FOUND")
+            raise NotFound(f"no live API key {shown_id}", error_code="ERR_API_KEY_NOT_FOUND")
         await uow.commit()
     log.info("api_key.revoked", key_id=str(key_id))
 

@@ -12,14 +12,16 @@ import binascii
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from signoff.domain.clock import rfc3339
+from signoff.domain.digests import json_digest
 from signoff.domain.escalation import parse_escalation
+from signoff.domain.revisions import parse_subject_fields
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
     Principal,
@@ -35,6 +37,7 @@ from signoff.domain.tasks import (
 )
 from signoff.errors import Conflict, FieldError, Unprocessable, task_not_found, validation_error
 from signoff.services.context import ServiceContext
+from signoff.store import approvals as approval_store
 from signoff.store import idempotency, trail
 from signoff.store import tasks as task_store
 from signoff.store.database import UnitOfWork
@@ -81,7 +84,7 @@ def parse_task_id(raw: str) -> uuid.UUID:
         raise task_not_found(raw) from None
 
 
-async def _record(
+async def record_transition(
     uow: UnitOfWork,
     step: Transition,
     task: Task,
@@ -133,10 +136,11 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     step = transition(Action.ESCALATE)
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
+    proposal = parse_subject_fields(body)
     now = ctx.now()
     task = Task(
         id=request.escalation_id,
-        status=step.target,
+        status=step.status_after(),
         entity_type=request.entity_type,
         entity_id=request.entity_id,
         reason_code=request.reason_code,
@@ -154,6 +158,10 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
         created_at=now,
         updated_at=now,
         resolved_at=None,
+        current_revision=1 if proposal else None,
+        digest=json_digest(proposal.subject) if proposal else None,
+        material_paths=proposal.material_paths if proposal else None,
+        approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
     )
     response = dumps({"task_id": str(task.id), **task_view(task, now)})
     async with ctx.database.transaction() as uow:
@@ -174,7 +182,18 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
         inserted = await task_store.insert_task(conn, _task_row(task, request.idempotency_key))
         if inserted is None:
             raise await _task_conflict(uow, task)
-        await _record(
+        if proposal is not None:
+            await approval_store.insert_revision(
+                conn,
+                task_id=task.id,
+                revision=1,
+                subject=proposal.subject,
+                digest=str(task.digest),
+                source_revisions=proposal.source_revisions,
+                created_by=principal.principal_id,
+                now=now,
+            )
+        await record_transition(
             uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
         )
         await uow.commit()
@@ -195,6 +214,10 @@ def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
         "version": task.version,
         "created_at": task.created_at,
         "updated_at": task.updated_at,
+        "current_revision": task.current_revision,
+        "digest": task.digest,
+        "material_paths": task.material_paths,
+        "approval_ttl_seconds": task.approval_ttl_seconds,
     }
 
 
@@ -220,20 +243,21 @@ async def _replay(
 
 
 async def _task_conflict(uow: UnitOfWork, task: Task) -> Conflict:
-    same_id = await task_store.find_task(uow.connection, task.id)
-    if same_id is not None:
-        return Conflict(
-            f"escalation {task.id} already exists",
-            error_code="ERR_TASK_CONFLICT",
-            extra={"task_id": str(same_id.id)},
+    """Name the existing task only when the caller escalated it: another producer's task
+    ids are not theirs to learn."""
+    existing = await task_store.find_task(uow.connection, task.id)
+    if existing is not None:
+        message = f"escalation {task.id} already exists"
+    else:
+        existing = await task_store.find_active_task_for_entity(
+            uow.connection, task.entity_type, task.entity_id
         )
-    active = await task_store.find_active_task_for_entity(
-        uow.connection, task.entity_type, task.entity_id
-    )
+        message = f"an active task for {task.entity_type}/{task.entity_id} is already in the queue"
+    mine = existing is not None and existing.producer_id == task.producer_id
     return Conflict(
-        f"an active task for {task.entity_type}/{task.entity_id} is already in the queue",
+        message,
         error_code="ERR_TASK_CONFLICT",
-        extra={"task_id": str(active.id) if active else None},
+        extra={"task_id": str(existing.id)} if mine and existing else {},
     )
 
 
@@ -264,7 +288,7 @@ async def claim(
         )
         if task is None:
             raise await _refusal(uow, step, task_id, principal, None, now)
-        await _record(uow, step, task, principal, now)
+        await record_transition(uow, step, task, principal, now)
         await uow.commit()
     return LeaseGrant(task=task, lease_token=token)
 
@@ -295,7 +319,7 @@ async def claim_next(
         )
         if task is None:
             return None
-        await _record(uow, step, task, principal, now)
+        await record_transition(uow, step, task, principal, now)
         await uow.commit()
     return LeaseGrant(task=task, lease_token=token)
 
@@ -307,8 +331,7 @@ async def renew(
     be renewed while nobody else has claimed the task (the token is still current).
 
     Raises:
-        Conflict: ``ERR_LEASE_LOST`` when the token is not the task's current one.
-        Forbidden: ``ERR_NOT_LEASE_HOLDER`` when another principal holds the lease.
+        Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease.
     """
     step = transition(Action.RENEW)
     require_role(principal, step.roles, "renew leases")
@@ -326,7 +349,7 @@ async def renew(
         )
         if task is None:
             raise await _refusal(uow, step, task_id, principal, token_hash, now)
-        await _record(
+        await record_transition(
             uow, step, task, principal, now, {"lease_expires_at": rfc3339(task.lease_expires_at)}
         )
         await uow.commit()
@@ -340,7 +363,6 @@ async def release(
 
     Raises:
         Conflict: ``ERR_LEASE_LOST``.
-        Forbidden: ``ERR_NOT_LEASE_HOLDER``.
     """
     step = transition(Action.RELEASE)
     require_role(principal, step.roles, "release tasks")
@@ -357,7 +379,7 @@ async def release(
         )
         if task is None:
             raise await _refusal(uow, step, task_id, principal, token_hash, now)
-        await _record(uow, step, task, principal, now)
+        await record_transition(uow, step, task, principal, now)
         await uow.commit()
     return task
 
@@ -372,16 +394,22 @@ async def resolve(
     notes: str | None,
     resolution_payload: Any,
     operator_id: str | None = None,
+    revision: int | None = None,
+    digest: str | None = None,
 ) -> Task:
     """Record the decision under a live lease (seed ``000`` section 5 and closing rule).
 
+    On a task with a subject the decision names the ``revision`` and ``digest`` reviewed
+    (seed ``003``); an approval is bound to them and to the approver's key, and expires
+    after the task's ``approval_ttl_seconds`` (or ``SIGNOFF_APPROVAL_TTL_SECONDS``).
     Repeating the identical successful resolve with the same token returns the recorded
     task and writes nothing.
 
     Raises:
         Conflict: ``ERR_LEASE_LOST`` (token not current), ``ERR_LEASE_EXPIRED`` (the
-            caller's lease lapsed: renew first).
-        Forbidden: ``ERR_OPERATOR_MISMATCH``, ``ERR_NOT_LEASE_HOLDER``.
+            caller's lease lapsed: renew first), ``ERR_STALE_REVISION``.
+        Forbidden: ``ERR_OPERATOR_MISMATCH``, ``ERR_SELF_APPROVAL``.
+        Unprocessable: revision/digest missing on a task with a subject.
     """
     step = transition(Action.RESOLVE)
     require_role(principal, step.roles, "resolve tasks")
@@ -394,11 +422,14 @@ async def resolve(
             step,
             task_id,
             holder=principal.principal_id,
+            holder_key_id=principal.key_id,
             lease_token_hash=token_hash,
             now=now,
-            decision=decision.value,
+            decision=decision,
             notes=notes,
             resolution_payload=resolution_payload,
+            revision=revision,
+            digest=digest,
         )
         if task is None:
             current = await task_store.find_task(uow.connection, task_id)
@@ -422,8 +453,20 @@ async def resolve(
                 principal=principal,
                 lease_token_hash=token_hash,
                 now=now,
+                decision=decision,
+                revision=revision,
+                digest=digest,
             )
-        await _record(uow, step, task, principal, now, {"decision": decision.value})
+        if decision is Decision.APPROVED and task.has_subject:
+            ttl = task.approval_ttl_seconds or ctx.settings.approval_ttl_seconds
+            if ttl is not None:
+                expires_at = now + timedelta(seconds=ttl)
+                await approval_store.set_approval_expiry(uow.connection, task.id, expires_at)
+                task = replace(task, approval_expires_at=expires_at)
+        details: dict[str, Any] = {"decision": decision.value}
+        if task.has_subject:
+            details |= {"revision": task.current_revision, "digest": task.digest}
+        await record_transition(uow, step, task, principal, now, details)
         await uow.commit()
     return task
 
@@ -474,8 +517,9 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         moment = datetime.fromisoformat(created_at)
         if moment.tzinfo is None:
             raise ValueError("naive")
-        return moment, uuid.UUID(task_id)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        return moment.astimezone(UTC), uuid.UUID(task_id)
+    except (ValueError, TypeError, AttributeError, OverflowError, binascii.Error):
+        # Anything a tampered cursor can raise; JSON and Unicode errors are ValueErrors.
         raise validation_error(
             [FieldError("cursor", "is not a cursor this service issued")]
         ) from None
@@ -495,6 +539,14 @@ async def list_tasks(
     """A page of tasks in creation order. Producers see only their own."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
+    filters = {"entity_type": entity_type, "entity_id": entity_id, "reason_code": reason_code}
+    nul = [
+        FieldError(name, "must not contain U+0000")
+        for name, v in filters.items()
+        if v and "\x00" in v
+    ]
+    if nul:
+        raise validation_error(nul)
     after = _decode_cursor(cursor) if cursor else None
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:

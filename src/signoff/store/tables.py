@@ -99,6 +99,19 @@ review_tasks = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("resolved_at", UtcDateTime),
+    # Seed 003: the subject under review, its current revision and digest, and the
+    # approval bound to one revision.
+    Column("current_revision", Integer),
+    Column("digest", String(64)),
+    Column("material_paths", JsonText),
+    Column("approval_ttl_seconds", Integer),
+    Column("approved_revision", Integer),
+    Column("approved_digest", String(64)),
+    Column("approval_expires_at", UtcDateTime),
+    Column("approver_key_id", Uuid(as_uuid=True)),
+    Column("execution_status", String(16)),
+    Column("execution_operation_id", Text),
+    Column("executed_at", UtcDateTime),
     # Seed 000 section 2: one active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
@@ -119,6 +132,52 @@ review_tasks = Table(
     ),
     Index("ix_review_tasks_listing", "created_at", "id"),
     Index("ix_review_tasks_producer", "producer_id", "created_at"),
+)
+
+#: Immutable revisions of a task's subject (seed 003). Revision 1 comes with the escalation.
+subject_revisions = Table(
+    "subject_revisions",
+    metadata,
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), primary_key=True),
+    Column("revision", Integer, primary_key=True),
+    Column("subject", JsonText, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("source_revisions", JsonText, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+#: Sources a producer revoked after review; an approval relying on them cannot execute.
+revoked_sources = Table(
+    "revoked_sources",
+    metadata,
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), primary_key=True),
+    Column("source_id", Text, primary_key=True),
+    Column("revoked_by", Text, nullable=False),
+    Column("revoked_at", UtcDateTime, nullable=False),
+)
+
+#: Per-action execution status (seed 003: an article may be published while the
+#: newsletter failed; a failed action is retried alone).
+task_actions = Table(
+    "task_actions",
+    metadata,
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), primary_key=True),
+    Column("action_id", Text, primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("operation_id", Text),
+    Column("result", JsonText),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: The last revision each operator viewed, for "what changed since you last looked".
+revision_views = Table(
+    "revision_views",
+    metadata,
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), primary_key=True),
+    Column("principal_id", Text, primary_key=True),
+    Column("revision", Integer, nullable=False),
+    Column("viewed_at", UtcDateTime, nullable=False),
 )
 
 #: Idempotency keys live apart from tasks so they can expire (the seed's permanent

@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, Row, and_, false, literal_column, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    Integer,
+    Row,
+    and_,
+    false,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from signoff.domain.states import ACTIVE_STATUSES, LeaseRule, TaskStatus, Transition
+from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, TaskStatus, Transition
 from signoff.domain.tasks import Task
 from signoff.store.tables import review_tasks
 
@@ -35,29 +48,14 @@ def status_in(statuses: Iterable[TaskStatus]) -> ColumnElement[bool]:
     )
 
 
+_TASK_FIELDS = tuple(field.name for field in fields(Task))
+
+
 def task_from_row(row: Row[Any]) -> Task:
     m = row._mapping
-    return Task(
-        id=m["id"],
-        status=TaskStatus(m["status"]),
-        entity_type=m["entity_type"],
-        entity_id=m["entity_id"],
-        reason_code=m["reason_code"],
-        precheck_hash=m["precheck_hash"],
-        diagnostic_bundle=m["diagnostic_bundle"],
-        producer_id=m["producer_id"],
-        version=m["version"],
-        claimed_by=m["claimed_by"],
-        lease_token_hash=m["lease_token_hash"],
-        lease_expires_at=m["lease_expires_at"],
-        decision=m["decision"],
-        notes=m["notes"],
-        resolution_payload=m["resolution_payload"],
-        operator_id=m["operator_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        resolved_at=m["resolved_at"],
-    )
+    values = {name: m[name] for name in _TASK_FIELDS}
+    values["status"] = TaskStatus(values["status"])
+    return Task(**values)
 
 
 def _guard(
@@ -217,7 +215,7 @@ async def release_lease(
             _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
         )
         .values(
-            status=transition.target.value,
+            status=transition.status_after().value,
             claimed_by=None,
             lease_token_hash=None,
             lease_expires_at=None,
@@ -236,32 +234,48 @@ async def resolve_task(
     task_id: uuid.UUID,
     *,
     holder: str,
+    holder_key_id: uuid.UUID,
     lease_token_hash: str,
     now: datetime,
-    decision: str,
+    decision: Decision,
     notes: str | None,
     resolution_payload: Any,
+    revision: int | None,
+    digest: str | None,
 ) -> Task | None:
-    """Record the decision, only under a live lease held with the current token. The token
-    hash stays on the row so an identical repeat can be recognised."""
-    statement = (
-        update(review_tasks)
-        .where(
-            T.id == task_id,
-            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
-        )
-        .values(
-            status=transition.target.value,
-            decision=decision,
-            notes=notes,
-            resolution_payload=resolution_payload,
-            operator_id=holder,
-            resolved_at=now,
-            version=T.version + 1,
-            updated_at=now,
-        )
-        .returning(*review_tasks.c)
-    )
+    """Record the decision, only under a live lease held with the current token, naming
+    the current revision and digest when the task has a subject (seed 003), and never an
+    approval by the principal that escalated the task. The token hash stays on the row so
+    an identical repeat can be recognised. An approval is bound to the revision, digest
+    and key that made it."""
+    conditions = [
+        T.id == task_id,
+        _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
+        or_(
+            and_(T.current_revision.is_(None), literal(revision, Integer).is_(None)),
+            and_(T.current_revision == revision, T.digest == digest),
+        ),
+    ]
+    values: dict[str, Any] = {
+        "status": transition.status_after().value,
+        "decision": decision.value,
+        "notes": notes,
+        "resolution_payload": resolution_payload,
+        "operator_id": holder,
+        "resolved_at": now,
+        "version": T.version + 1,
+        "updated_at": now,
+    }
+    if decision is Decision.REVISION_REQUESTED:
+        conditions.append(T.current_revision.is_not(None))
+    if decision is Decision.APPROVED:
+        conditions.append(T.producer_id != holder)
+        values |= {
+            "approved_revision": T.current_revision,
+            "approved_digest": T.digest,
+            "approver_key_id": holder_key_id,
+        }
+    statement = update(review_tasks).where(*conditions).values(**values).returning(*review_tasks.c)
     row = (await conn.execute(statement)).first()
     return task_from_row(row) if row else None
 

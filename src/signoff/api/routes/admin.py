@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
-from signoff.api.schemas import ApiKeyCreated, ApiKeyOut, CreateApiKeyRequest
+from signoff.api.schemas import ApiKeyCreated, ApiKeyListOut, CreateApiKeyRequest
 from signoff.domain.clock import rfc3339
 from signoff.services import keys
 
@@ -59,7 +59,7 @@ async def create_api_key(request: Request, context: Context, caller: Caller) -> 
     "/api-keys",
     tags=["api-keys"],
     response_model=None,
-    responses={200: {"model": list[ApiKeyOut]}, **problems()},
+    responses={200: {"model": ApiKeyListOut}, **problems()},
     summary="List API keys (admin); never shows secrets",
 )
 async def list_api_keys(context: Context, caller: Caller) -> Response:
@@ -84,5 +84,5 @@ async def revoke_api_key(key_id: str, context: Context, caller: Caller) -> Respo
         parsed: uuid.UUID | None = uuid.UUID(key_id)
     except ValueError:
         parsed = None
-    await keys.revoke_api_key(context, caller, parsed)
+    await keys.revoke_api_key(context, caller, parsed, shown_id=key_id)
     return Response(status_code=204)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -28,14 +28,24 @@ from signoff.api.schemas import (
     ResolveRequest,
     TaskOut,
     TaskPageOut,
+    TaskWithViewOut,
 )
 from signoff.domain.escalation import contract_schema
+from signoff.domain.revisions import SUBJECT_FIELDS_SCHEMA
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import task_view
+from signoff.services import approvals as approval_service
 from signoff.services import tasks as task_service
 from signoff.services.tasks import LeaseGrant
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
+
+
+def escalation_body_schema() -> dict[str, Any]:
+    """The seed's contract plus Signoff's optional fields (subject, policy)."""
+    schema = dict(contract_schema())
+    schema["properties"] = {**schema["properties"], **SUBJECT_FIELDS_SCHEMA["properties"]}
+    return schema
 
 
 def _grant(context: Context, grant: LeaseGrant) -> Response:
@@ -46,7 +56,7 @@ def _grant(context: Context, grant: LeaseGrant) -> Response:
     "/escalate",
     status_code=201,
     response_model=None,
-    openapi_extra=body_doc(contract_schema()),
+    openapi_extra=body_doc(escalation_body_schema()),
     responses={201: {"model": EscalationCreated}, **problems(400, 409, 413, 422)},
     summary="Escalate work to human review (seed 000)",
 )
@@ -147,6 +157,8 @@ async def resolve(
         notes=body.notes,
         resolution_payload=body.resolution_payload,
         operator_id=body.operator_id,
+        revision=body.revision,
+        digest=body.digest,
     )
     return json_response(task_view(task, context.now()))
 
@@ -186,12 +198,18 @@ async def list_tasks(
 @router.get(
     "/{task_id}",
     response_model=None,
-    responses={200: {"model": TaskOut}, **problems(404)},
+    responses={200: {"model": TaskWithViewOut}, **problems(404)},
     summary="One task",
 )
 async def get_task(task_id: str, context: Context, caller: Caller) -> Response:
+    """With a subject: ``ETag: "<revision>"`` (use it as ``If-Match`` to revise), and for
+    reviewers ``last_viewed_revision``, the revision they had seen before."""
     task = await task_service.get_task(context, caller, task_id)
-    return json_response(task_view(task, context.now()))
+    body = task_view(task, context.now())
+    if not task.has_subject:
+        return json_response(body)
+    body["last_viewed_revision"] = await approval_service.note_view(context, caller, task)
+    return json_response(body, headers={"ETag": f'"{task.current_revision}"'})
 
 
 @router.get(

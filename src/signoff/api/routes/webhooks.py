@@ -11,6 +11,7 @@ from signoff.api.schemas import (
     DeliveryListOut,
     UpdateWebhookEndpointRequest,
     WebhookEndpointCreated,
+    WebhookEndpointListOut,
     WebhookEndpointOut,
 )
 from signoff.services import webhooks
@@ -42,7 +43,7 @@ async def create_endpoint(request: Request, context: Context, caller: Caller) ->
 @router.get(
     "/webhook-endpoints",
     response_model=None,
-    responses={200: {"model": list[WebhookEndpointOut]}, **problems()},
+    responses={200: {"model": WebhookEndpointListOut}, **problems()},
     summary="List webhook endpoints (admin); never shows secrets",
 )
 async def list_endpoints(context: Context, caller: Caller) -> Response:

@@ -1,0 +1,170 @@
+"""Subjects, revisions, diffs and the execution gate (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from starlette.responses import Response
+
+from signoff.api.deps import (
+    Caller,
+    Context,
+    json_response,
+    model_body_doc,
+    problems,
+    read_json_body,
+    read_model,
+)
+from signoff.api.schemas import (
+    ActionResultRequest,
+    DiffOut,
+    ExecuteRequest,
+    ExecutionGrantOut,
+    ExecutionOut,
+    ReviseSubjectRequest,
+    RevisionListOut,
+    RevisionOut,
+    TaskOut,
+)
+from signoff.domain.clock import rfc3339
+from signoff.domain.tasks import task_view
+from signoff.services import approvals
+
+router = APIRouter(prefix="/tasks", tags=["approvals"])
+
+
+def _revision(row: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: v for k, v in row.items() if k != "task_id"}
+    return shown | {"created_at": rfc3339(row["created_at"])}
+
+
+@router.put(
+    "/{task_id}/subject",
+    response_model=None,
+    openapi_extra=model_body_doc(ReviseSubjectRequest),
+    responses={200: {"model": TaskOut}, **problems(404, 409, 412, 422, 428)},
+    summary="Store a new revision of the subject (producer; If-Match required)",
+)
+async def revise_subject(
+    task_id: str,
+    request: Request,
+    context: Context,
+    caller: Caller,
+    if_match: Annotated[str | None, Header(description='"<revision>" from the ETag')] = None,
+) -> Response:
+    body = await read_json_body(request)
+    task = await approvals.revise_subject(context, caller, task_id, if_match=if_match, body=body)
+    return json_response(
+        task_view(task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
+    )
+
+
+@router.get(
+    "/{task_id}/revisions",
+    response_model=None,
+    responses={200: {"model": RevisionListOut}, **problems(404)},
+    summary="The subject's revisions, oldest first",
+)
+async def list_revisions(task_id: str, context: Context, caller: Caller) -> Response:
+    rows = await approvals.list_revisions(context, caller, task_id)
+    return json_response({"items": [_revision(r) for r in rows]})
+
+
+@router.get(
+    "/{task_id}/revisions/{revision}",
+    response_model=None,
+    responses={200: {"model": RevisionOut}, **problems(404)},
+    summary="One revision of the subject",
+)
+async def get_revision(task_id: str, revision: int, context: Context, caller: Caller) -> Response:
+    row = await approvals.get_revision(context, caller, task_id, revision)
+    return json_response(_revision(row), headers={"ETag": f'"{row["revision"]}"'})
+
+
+@router.get(
+    "/{task_id}/diff",
+    response_model=None,
+    responses={200: {"model": DiffOut}, **problems(404, 422)},
+    summary="Structured diff between two revisions",
+)
+async def diff(
+    task_id: str,
+    context: Context,
+    caller: Caller,
+    start: Annotated[int, Query(alias="from", ge=1)],
+    end: Annotated[int, Query(alias="to", ge=1)],
+) -> Response:
+    return json_response(await approvals.diff(context, caller, task_id, start, end))
+
+
+@router.post(
+    "/{task_id}/execute",
+    response_model=None,
+    openapi_extra=model_body_doc(ExecuteRequest),
+    responses={200: {"model": ExecutionGrantOut}, **problems(404, 409, 422)},
+    summary="The execution gate: one atomic check, one winner (producer)",
+)
+async def execute(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
+    body = await read_model(request, ExecuteRequest)
+    grant = await approvals.execute(
+        context,
+        caller,
+        task_id,
+        revision=body.revision,
+        digest=body.digest,
+        operation_id=body.operation_id,
+    )
+    return json_response(approvals.grant_view(grant))
+
+
+async def _finish(
+    task_id: str, action_id: str, request: Request, context: Context, caller: Caller, *, ok: bool
+) -> Response:
+    body = await read_model(request, ActionResultRequest)
+    view = await approvals.finish_action(
+        context,
+        caller,
+        task_id,
+        action_id,
+        succeeded=ok,
+        operation_id=body.operation_id,
+        result=body.result,
+    )
+    return json_response(view)
+
+
+@router.post(
+    "/{task_id}/actions/{action_id}/complete",
+    response_model=None,
+    openapi_extra=model_body_doc(ActionResultRequest),
+    responses={200: {"model": ExecutionOut}, **problems(404, 409, 422)},
+    summary="Report an action done (idempotent by operation_id)",
+)
+async def complete_action(
+    task_id: str, action_id: str, request: Request, context: Context, caller: Caller
+) -> Response:
+    return await _finish(task_id, action_id, request, context, caller, ok=True)
+
+
+@router.post(
+    "/{task_id}/actions/{action_id}/fail",
+    response_model=None,
+    openapi_extra=model_body_doc(ActionResultRequest),
+    responses={200: {"model": ExecutionOut}, **problems(404, 409, 422)},
+    summary="Report an action failed; it may be retried alone",
+)
+async def fail_action(
+    task_id: str, action_id: str, request: Request, context: Context, caller: Caller
+) -> Response:
+    return await _finish(task_id, action_id, request, context, caller, ok=False)
+
+
+@router.post(
+    "/{task_id}/sources/{source_id}/revoke",
+    response_model=None,
+    responses={200: {"description": "Revoked"}, **problems(404)},
+    summary="Revoke a source; approvals relying on it can no longer execute (producer)",
+)
+async def revoke_source(task_id: str, source_id: str, context: Context, caller: Caller) -> Response:
+    return json_response(await approvals.revoke_source(context, caller, task_id, source_id))

@@ -1,0 +1,298 @@
+"""Subjects, revisions and approvals bound to them (seed ``003``).
+
+The subject is the object a human reviews (title, body, sources, recipients, actions…).
+Each revision is immutable and identified by its digest: SHA-256 of its RFC 8785 form.
+An approval names the revision and digest the reviewer saw; a later change invalidates it
+unless the task's ``material_paths`` (JSON Pointers, RFC 6901) say the change does not
+matter ("policy decides which parts need re-checking").
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft7Validator
+
+from signoff.domain.json_input import join_path
+from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.tasks import Task
+from signoff.errors import Conflict, FieldError, validation_error
+
+#: The action every subject has when it names none.
+DEFAULT_ACTION_ID = "execute"
+#: Strings longer than this (or with a newline) get a line diff in ``GET …/diff``.
+LONG_STRING = 80
+
+SUBJECT_FIELDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "subject": {
+            "type": "object",
+            "properties": {
+                "actions": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id"],
+                        "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 255}},
+                    },
+                }
+            },
+        },
+        "source_revisions": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 255},
+        },
+        "material_paths": {"type": "array", "items": {"type": "string", "pattern": "^(/.*)?$"}},
+        "approval_ttl_seconds": {"type": "integer", "minimum": 1},
+    },
+}
+
+
+@cache
+def _validator() -> Draft7Validator:
+    return Draft7Validator(SUBJECT_FIELDS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class SubjectInput:
+    subject: dict[str, Any]
+    source_revisions: list[str]
+    material_paths: list[str] | None = None
+    approval_ttl_seconds: int | None = None
+
+
+def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> SubjectInput | None:
+    """Read ``subject``, ``source_revisions`` and (at escalation) ``material_paths`` and
+    ``approval_ttl_seconds`` from a parsed body; ``None`` when there is no subject.
+
+    Raises:
+        Unprocessable: ``ERR_VALIDATION`` with the offending paths.
+    """
+    errors = []
+    for error in _validator().iter_errors(body):
+        path = ""
+        for part in error.absolute_path:
+            path = join_path(path, part)
+        errors.append(FieldError(path or "(root)", error.message))
+    if errors:
+        raise validation_error(errors)
+    if "subject" not in body:
+        stray = [
+            name
+            for name in ("source_revisions", "material_paths", "approval_ttl_seconds")
+            if name in body
+        ]
+        if stray:
+            raise validation_error([FieldError(name, "needs a subject") for name in stray])
+        return None
+    ids = action_ids(body["subject"])
+    if len(ids) != len(set(ids)):
+        raise validation_error([FieldError("subject.actions", "action ids must be unique")])
+    if not allow_policy:
+        stray = [name for name in ("material_paths", "approval_ttl_seconds") if name in body]
+        if stray:
+            raise validation_error(
+                [FieldError(name, "is set at escalation only") for name in stray]
+            )
+    return SubjectInput(
+        subject=body["subject"],
+        source_revisions=list(body.get("source_revisions", [])),
+        material_paths=body.get("material_paths"),
+        approval_ttl_seconds=body.get("approval_ttl_seconds"),
+    )
+
+
+def action_ids(subject: dict[str, Any]) -> list[str]:
+    """The actions an approval of ``subject`` allows (seed 003: one status per action)."""
+    actions = subject.get("actions")
+    if not actions:
+        return [DEFAULT_ACTION_ID]
+    return [str(action["id"]) for action in actions]
+
+
+def _pointer(parent: str, key: str | int) -> str:
+    token = str(key).replace("~", "~0").replace("/", "~1")
+    return f"{parent}/{token}"
+
+
+def _walk(old: Any, new: Any, path: str) -> Iterator[tuple[str, str, Any, Any]]:
+    """Yield (kind, pointer, old, new) for every difference; kind is added/removed/changed."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old.keys() | new.keys():
+            child = _pointer(path, key)
+            if key not in new:
+                yield "removed", child, old[key], None
+            elif key not in old:
+                yield "added", child, None, new[key]
+            else:
+                yield from _walk(old[key], new[key], child)
+    elif isinstance(old, list) and isinstance(new, list):
+        for index in range(max(len(old), len(new))):
+            child = _pointer(path, index)
+            if index >= len(new):
+                yield "removed", child, old[index], None
+            elif index >= len(old):
+                yield "added", child, None, new[index]
+            else:
+                yield from _walk(old[index], new[index], child)
+    elif type(old) is not type(new) or old != new:
+        yield "changed", path, old, new
+
+
+def changed_paths(old: Any, new: Any) -> list[str]:
+    """JSON Pointers of every difference between two subjects, sorted."""
+    return sorted(pointer for _, pointer, _, _ in _walk(old, new, ""))
+
+
+def _line_diff(old: Any, new: Any) -> list[str] | None:
+    if (
+        isinstance(old, str)
+        and isinstance(new, str)
+        and (len(old) > LONG_STRING or len(new) > LONG_STRING or "\n" in old + new)
+    ):
+        return list(
+            difflib.unified_diff(old.splitlines(), new.splitlines(), "from", "to", lineterm="")
+        )
+    return None
+
+
+def _source_map(entries: Sequence[str]) -> dict[str, str]:
+    return dict(entry.partition(":")[::2] for entry in entries)
+
+
+def structured_diff(
+    old: dict[str, Any], new: dict[str, Any], old_sources: Sequence[str], new_sources: Sequence[str]
+) -> dict[str, Any]:
+    """``{"added": [{path, value}], "removed": [{path, value}], "changed": [{path, from, to,
+    line_diff?}], "sources": {"added", "removed", "changed": [{source, from, to}]}}``."""
+    result: dict[str, Any] = {"added": [], "removed": [], "changed": []}
+    for kind, pointer, before, after in sorted(_walk(old, new, ""), key=lambda item: item[1]):
+        if kind == "added":
+            result["added"].append({"path": pointer, "value": after})
+        elif kind == "removed":
+            result["removed"].append({"path": pointer, "value": before})
+        else:
+            entry: dict[str, Any] = {"path": pointer, "from": before, "to": after}
+            lines = _line_diff(before, after)
+            if lines is not None:
+                entry["line_diff"] = lines
+            result["changed"].append(entry)
+    was, now = _source_map(old_sources), _source_map(new_sources)
+    result["sources"] = {
+        "added": sorted(now.keys() - was.keys()),
+        "removed": sorted(was.keys() - now.keys()),
+        "changed": [
+            {"source": s, "from": was[s], "to": now[s]}
+            for s in sorted(was.keys() & now.keys())
+            if was[s] != now[s]
+        ],
+    }
+    return result
+
+
+def is_material(pointer: str, material_paths: Sequence[str] | None) -> bool:
+    """A change is material unless ``material_paths`` is set and no material path is the
+    changed path, inside it, or contains it."""
+    if material_paths is None:
+        return True
+    return any(
+        pointer == m
+        or pointer.startswith(m + "/")
+        or m.startswith(pointer + "/")
+        or m == ""
+        or pointer == ""
+        for m in material_paths
+    )
+
+
+class RevisionEffect(StrEnum):
+    KEEP_REVIEWING = "keep_reviewing"
+    """In review: the new revision becomes current; resolves naming the old one fail."""
+    INVALIDATE_APPROVAL = "invalidate_approval"
+    """Approved, material change: the approval is void and the task is reviewed again."""
+    CARRY_FORWARD = "carry_forward"
+    """Approved, change confined to non-material paths: the approval moves to the new revision."""
+    REOPEN_FOR_REVISION = "reopen_for_revision"
+    """The reviewer asked for a revision: here it is, back to review."""
+
+
+def revision_effect(task: Task, paths: Sequence[str], now: datetime) -> RevisionEffect:
+    """What a new revision does to ``task``, by state (seed 003).
+
+    Raises:
+        Conflict: ``ERR_STATE_CONFLICT`` while executing, after completion, or after a
+            rejection (a rejected task is final: escalate anew).
+    """
+    if task.execution_status is not None:
+        raise Conflict(
+            f"task {task.id} is {task.execution_status}; its subject can no longer change",
+            error_code="ERR_STATE_CONFLICT",
+        )
+    status = task.effective_status(now)
+    if status in (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED):
+        return RevisionEffect.KEEP_REVIEWING
+    if task.decision == Decision.REVISION_REQUESTED.value:
+        return RevisionEffect.REOPEN_FOR_REVISION
+    if task.decision == Decision.APPROVED.value:
+        if any(is_material(p, task.material_paths) for p in paths):
+            return RevisionEffect.INVALIDATE_APPROVAL
+        return RevisionEffect.CARRY_FORWARD
+    raise Conflict(
+        f"task {task.id} was {task.decision}; escalate anew", error_code="ERR_STATE_CONFLICT"
+    )
+
+
+class RefusalReason(StrEnum):
+    """Why an execution was refused (409 ``ERR_APPROVAL_NOT_VALID``)."""
+
+    APPROVAL_INVALIDATED = "APPROVAL_INVALIDATED"
+    STALE_DIGEST = "STALE_DIGEST"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    APPROVER_NOT_AUTHORISED = "APPROVER_NOT_AUTHORISED"
+    SOURCE_REVOKED = "SOURCE_REVOKED"
+
+
+def execution_refusal(
+    task: Task,
+    *,
+    revision: int,
+    digest: str,
+    now: datetime,
+    approver_authorised: bool,
+    source_revoked: bool,
+) -> RefusalReason | None:
+    """The first reason ``task`` may not execute ``revision``/``digest`` now, or ``None``.
+
+    Mirrors the single conditional update that grants execution; used only to explain a
+    refusal after that update matched no row.
+    """
+    if (
+        task.status is not TaskStatus.RESOLVED
+        or task.decision != Decision.APPROVED.value
+        or task.approved_revision is None
+    ):
+        return RefusalReason.APPROVAL_INVALIDATED
+    if (revision, digest) != (task.current_revision, task.digest) or (revision, digest) != (
+        task.approved_revision,
+        task.approved_digest,
+    ):
+        return RefusalReason.STALE_DIGEST
+    if task.approval_expires_at is not None and task.approval_expires_at <= now:
+        return RefusalReason.APPROVAL_EXPIRED
+    if not approver_authorised:
+        return RefusalReason.APPROVER_NOT_AUTHORISED
+    if source_revoked:
+        return RefusalReason.SOURCE_REVOKED
+    return None
+
+
+def source_matches(entry: str, source_id: str) -> bool:
+    """``S01`` revokes ``S01:r7``; ``S01:r7`` revokes exactly that revision."""
+    return entry == source_id or entry.partition(":")[0] == source_id

@@ -1,0 +1,282 @@
+"""Queries for subjects, revisions, the execution gate and per-action status (seed 003)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.states import REVIEWERS, Decision, ExecutionStatus, Transition
+from signoff.domain.tasks import Task
+from signoff.store.tables import (
+    api_keys,
+    review_tasks,
+    revision_views,
+    revoked_sources,
+    subject_revisions,
+    task_actions,
+)
+from signoff.store.tasks import status_in, task_from_row
+
+T = review_tasks.c
+S = subject_revisions.c
+ACT = task_actions.c
+
+
+def _dialect_insert(conn: AsyncConnection) -> Any:
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
+async def insert_revision(
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID,
+    revision: int,
+    subject: dict[str, Any],
+    digest: str,
+    source_revisions: list[str],
+    created_by: str,
+    now: datetime,
+) -> bool:
+    """Store an immutable revision; False when that revision number already exists."""
+    statement = (
+        _dialect_insert(conn)(subject_revisions)
+        .values(
+            task_id=task_id,
+            revision=revision,
+            subject=subject,
+            digest=digest,
+            source_revisions=source_revisions,
+            created_by=created_by,
+            created_at=now,
+        )
+        .on_conflict_do_nothing()
+        .returning(S.revision)
+    )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def find_revision(
+    conn: AsyncConnection, task_id: uuid.UUID, revision: int
+) -> dict[str, Any] | None:
+    row = (
+        await conn.execute(
+            select(subject_revisions).where(S.task_id == task_id, S.revision == revision)
+        )
+    ).first()
+    return dict(row._mapping) if row else None
+
+
+async def list_revisions(conn: AsyncConnection, task_id: uuid.UUID) -> Sequence[dict[str, Any]]:
+    rows = await conn.execute(
+        select(S.revision, S.digest, S.source_revisions, S.created_by, S.created_at)
+        .where(S.task_id == task_id)
+        .order_by(S.revision)
+    )
+    return [dict(row._mapping) for row in rows]
+
+
+async def apply_revision(
+    conn: AsyncConnection,
+    step: Transition,
+    task: Task,
+    values: dict[str, Any],
+    now: datetime,
+) -> Task | None:
+    """Compare-and-set the task to its new revision: only if nothing changed since it was
+    read (same ``version``) and the status is one ``step`` starts from. ``None`` when the
+    task moved on.
+
+    Raises:
+        ActiveTaskExists: reopening would make a second active task for the entity (the
+            partial unique index refused it, inside a savepoint, so the transaction lives on).
+    """
+    statement = (
+        update(review_tasks)
+        .where(T.id == task.id, T.version == task.version, status_in(step.sources))
+        .values(**values, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    try:
+        async with conn.begin_nested():
+            row = (await conn.execute(statement)).first()
+    except IntegrityError:
+        raise ActiveTaskExists(str(task.id)) from None
+    return task_from_row(row) if row else None
+
+
+class ActiveTaskExists(Exception):
+    """Reopening the task would make a second active task for its entity."""
+
+
+def _approver_authorised() -> Any:
+    return exists().where(
+        api_keys.c.id == T.approver_key_id,
+        api_keys.c.revoked_at.is_(None),
+        api_keys.c.role.in_([role.value for role in REVIEWERS]),
+    )
+
+
+def _source_revoked() -> Any:
+    return exists().where(revoked_sources.c.task_id == T.id)
+
+
+async def grant_execution(
+    conn: AsyncConnection,
+    step: Transition,
+    task_id: uuid.UUID,
+    *,
+    producer_id: str,
+    revision: int,
+    digest: str,
+    operation_id: str,
+    now: datetime,
+) -> Task | None:
+    """The execution gate: one conditional update, one winner. It succeeds only if the task
+    is approved, ``revision``/``digest`` are both current and the approved ones, the
+    approval has not expired, the approver's key is live and may approve *now*, and no
+    source was revoked."""
+    statement = (
+        update(review_tasks)
+        .where(
+            T.id == task_id,
+            T.producer_id == producer_id,
+            status_in(step.sources),
+            T.decision == Decision.APPROVED.value,
+            T.execution_status.is_(None),
+            T.current_revision == revision,
+            T.digest == digest,
+            T.approved_revision == revision,
+            T.approved_digest == digest,
+            or_(T.approval_expires_at.is_(None), T.approval_expires_at > now),
+            _approver_authorised(),
+            ~_source_revoked(),
+        )
+        .values(
+            execution_status=ExecutionStatus.EXECUTING.value,
+            execution_operation_id=operation_id,
+            executed_at=now,
+            version=T.version + 1,
+            updated_at=now,
+        )
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def approver_authorised(conn: AsyncConnection, task_id: uuid.UUID) -> bool:
+    statement = select(T.id).where(T.id == task_id, _approver_authorised())
+    return (await conn.execute(statement)).first() is not None
+
+
+async def any_source_revoked(conn: AsyncConnection, task_id: uuid.UUID) -> bool:
+    statement = select(T.id).where(T.id == task_id, _source_revoked())
+    return (await conn.execute(statement)).first() is not None
+
+
+async def revoke_source(
+    conn: AsyncConnection, *, task_id: uuid.UUID, source_id: str, by: str, now: datetime
+) -> bool:
+    """Record the revocation; False when it was already revoked."""
+    statement = (
+        _dialect_insert(conn)(revoked_sources)
+        .values(task_id=task_id, source_id=source_id, revoked_by=by, revoked_at=now)
+        .on_conflict_do_nothing()
+        .returning(revoked_sources.c.source_id)
+    )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def insert_actions(
+    conn: AsyncConnection, task_id: uuid.UUID, action_ids: Sequence[str], now: datetime
+) -> None:
+    await conn.execute(
+        insert(task_actions),
+        [
+            {"task_id": task_id, "action_id": a, "status": "PENDING", "updated_at": now}
+            for a in action_ids
+        ],
+    )
+
+
+async def list_actions(conn: AsyncConnection, task_id: uuid.UUID) -> list[dict[str, Any]]:
+    rows = await conn.execute(
+        select(ACT.action_id, ACT.status, ACT.operation_id, ACT.result, ACT.updated_at)
+        .where(ACT.task_id == task_id)
+        .order_by(ACT.action_id)
+    )
+    return [dict(row._mapping) for row in rows]
+
+
+async def set_action_status(
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID,
+    action_id: str,
+    status: ExecutionStatus,
+    operation_id: str,
+    result: Any,
+    now: datetime,
+) -> bool:
+    """Move a pending or failed action to ``status``; a completed action never changes."""
+    statement = (
+        update(task_actions)
+        .where(
+            ACT.task_id == task_id,
+            ACT.action_id == action_id,
+            ACT.status.in_(["PENDING", "FAILED"]),
+        )
+        .values(status=status.value, operation_id=operation_id, result=result, updated_at=now)
+        .returning(ACT.action_id)
+    )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def set_execution_status(
+    conn: AsyncConnection, task_id: uuid.UUID, status: ExecutionStatus, now: datetime
+) -> Task:
+    statement = (
+        update(review_tasks)
+        .where(T.id == task_id)
+        .values(execution_status=status.value, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    return task_from_row((await conn.execute(statement)).one())
+
+
+async def set_approval_expiry(
+    conn: AsyncConnection, task_id: uuid.UUID, expires_at: datetime | None
+) -> None:
+    await conn.execute(
+        update(review_tasks).where(T.id == task_id).values(approval_expires_at=expires_at)
+    )
+
+
+async def record_view(
+    conn: AsyncConnection, *, task_id: uuid.UUID, principal_id: str, revision: int, now: datetime
+) -> int | None:
+    """Remember that ``principal_id`` saw ``revision``; returns the revision seen before."""
+    previous = (
+        await conn.execute(
+            select(revision_views.c.revision).where(
+                revision_views.c.task_id == task_id, revision_views.c.principal_id == principal_id
+            )
+        )
+    ).scalar_one_or_none()
+    statement = _dialect_insert(conn)(revision_views).values(
+        task_id=task_id, principal_id=principal_id, revision=revision, viewed_at=now
+    )
+    await conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[revision_views.c.task_id, revision_views.c.principal_id],
+            set_={"revision": revision, "viewed_at": now},
+        )
+    )
+    return previous
