@@ -21,16 +21,14 @@ from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
 from signoff.store.migrate import upgrade
+from signoff.store.tables import metadata
 from tests.support import ADMIN_KEY, LiveServer, live_server
 
 POSTGRES_URL = os.environ.get(
     "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 ENGINES = ["sqlite", "postgresql"]
-TABLES = (
-    "delivery_attempts, webhook_deliveries, webhook_endpoints, task_events, outbox_events, "
-    "idempotency_keys, review_tasks, api_keys"
-)
+TABLES = ", ".join(table.name for table in reversed(metadata.sorted_tables))
 
 
 def _server_url(database: str) -> str:

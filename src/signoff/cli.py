@@ -104,13 +104,14 @@ def create_key(
 
 @app.command()
 def worker(database_url: DatabaseOption = None) -> None:
-    """Run the outbox dispatcher alone (no HTTP). SIGTERM or Ctrl-C drains and exits."""
+    """Run the background workers alone (no HTTP): the outbox dispatcher, the sweeper and
+    the notifier. SIGTERM or Ctrl-C drains and exits."""
     import signal
 
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
     from signoff.store.database import Database, create_engine
-    from signoff.workers.dispatcher import Dispatcher
+    from signoff.workers.runner import run_workers
 
     settings = _settings(database_url)
     configure_logging(settings.log_level)
@@ -123,13 +124,12 @@ def worker(database_url: DatabaseOption = None) -> None:
             loop.add_signal_handler(sig, stop.set)
         database = Database(create_engine(settings))
         try:
-            await Dispatcher(
-                ServiceContext(database=database, settings=settings, clock=SystemClock())
-            ).run(stop)
+            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+            await run_workers(context, stop)
         finally:
             await database.dispose()
 
-    typer.echo("Signoff worker started (outbox dispatcher).")
+    typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
     asyncio.run(run())
 
 

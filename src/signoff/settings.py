@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from signoff.domain.policies import Policy, policy_from_json
 from signoff.domain.webhooks import DEFAULT_RETRY_SCHEDULE, parse_retry_schedule
 
 DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
@@ -30,6 +33,36 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)
     """Default life of an approval of a subject (seed 003); ``None``: no expiry."""
+    default_escalation_policy: str = Field(
+        default=json.dumps(
+            {
+                "name": "default",
+                "levels": [
+                    {"after_seconds": 86400, "action": "remind", "notify": ["group:reviewers"]},
+                    {
+                        "after_seconds": 86400,
+                        "action": "reassign",
+                        "assign_group": "supervisors",
+                        "notify": ["group:supervisors"],
+                    },
+                    {"after_seconds": 86400, "action": "expire", "notify": []},
+                ],
+            }
+        ),
+        description="JSON {name, levels}: the policy of escalations that name none (seed 004).",
+    )
+    sweep_interval_seconds: float = Field(default=15, gt=0)
+    sweep_batch_size: int = Field(default=100, gt=0)
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_username: str | None = None
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_tls: bool = False
+    smtp_from: str = "signoff@localhost"
+    public_base_url: str = "http://127.0.0.1:8000"
+    secret_key: str | None = Field(default=None, repr=False)
+    """Keys the CSRF tokens of resume-link forms. Unset: a random key per process (set it
+    when several replicas serve links)."""
     run_workers: bool = True
     """Run the outbox dispatcher inside ``signoff serve`` (``signoff worker`` runs it alone)."""
     webhook_retry_schedule: str = ",".join(str(s) for s in DEFAULT_RETRY_SCHEDULE)
@@ -46,6 +79,17 @@ class Settings(BaseSettings):
     def _schedule_parses(cls, value: str) -> str:
         parse_retry_schedule(value)
         return value
+
+    @field_validator("default_escalation_policy")
+    @classmethod
+    def _policy_parses(cls, value: str) -> str:
+        document = json.loads(value)
+        policy_from_json(document)
+        return value
+
+    @property
+    def default_policy(self) -> Policy:
+        return policy_from_json(json.loads(self.default_escalation_policy))
 
     @property
     def retry_schedule(self) -> tuple[int, ...]:

@@ -44,12 +44,30 @@ def test_every_action_has_exactly_one_transition() -> None:
     assert set(TRANSITIONS) == set(Action)
 
 
-def test_only_reviewers_and_supervisors_touch_leases_and_producers_do_the_rest() -> None:
-    lease_actions = {Action.CLAIM, Action.RENEW, Action.RELEASE, Action.RESOLVE}
+def test_reviewers_touch_leases_the_system_escalates_and_producers_do_the_rest() -> None:
+    lease_actions = {
+        Action.CLAIM,
+        Action.RENEW,
+        Action.RELEASE,
+        Action.RESOLVE,
+        Action.RESOLVE_BY_LINK,
+    }
+    system_actions = {Action.ESCALATE_LEVEL, Action.EXPIRE}
     for action, step in TRANSITIONS.items():
-        expected = {Role.REVIEWER, Role.SUPERVISOR} if action in lease_actions else {Role.PRODUCER}
+        if action in lease_actions:
+            expected = {Role.REVIEWER, Role.SUPERVISOR}
+        elif action in system_actions:
+            expected = {Role.SYSTEM}
+        else:
+            expected = {Role.PRODUCER}
         assert step.roles == expected, action
         assert (step.lease is not LeaseRule.NONE) == (action in lease_actions), action
+
+
+def test_no_transition_leaves_a_final_status() -> None:
+    final = {TaskStatus.EXPIRED, TaskStatus.CANCELLED}
+    for step in TRANSITIONS.values():
+        assert not (step.sources & final), step.action
 
 
 def test_resolution_requires_a_live_lease_and_renewal_does_not() -> None:

@@ -10,12 +10,12 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.problems import install_problem_handlers
-from signoff.api.routes import admin, approvals, tasks, webhooks
+from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
-from signoff.workers.dispatcher import Dispatcher
+from signoff.workers.runner import run_workers
 
 DESCRIPTION = """\
 Signoff sits between machines and people: producers escalate work with context proof,
@@ -40,9 +40,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         context = ServiceContext(database=database, settings=settings, clock=clock)
         app.state.context = context
         stop = asyncio.Event()
-        worker = (
-            asyncio.create_task(Dispatcher(context).run(stop)) if settings.run_workers else None
-        )
+        worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
         try:
             yield
         finally:
@@ -56,5 +54,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(admin.router)
     app.include_router(tasks.router)
     app.include_router(approvals.router)
+    app.include_router(waiting.router)
     app.include_router(webhooks.router)
     return app

@@ -13,8 +13,8 @@ from signoff.domain.json_input import join_path, parse_json_strict
 from signoff.domain.tasks import Principal
 from signoff.errors import BadRequest, FieldError, PayloadTooLarge, validation_error
 from signoff.services import keys
+from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
-from signoff.services.tasks import dumps
 
 M = TypeVar("M", bound=BaseModel)
 

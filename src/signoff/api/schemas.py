@@ -57,8 +57,10 @@ class ResolveRequest(_Strict):
 
 
 class CreateApiKeyRequest(_Strict):
-    role: Role
+    role: Literal["producer", "reviewer", "supervisor", "admin"]
     principal_id: str = Field(min_length=1, max_length=255)
+    groups: list[str] = Field(default_factory=list, description="Reviewer groups (seed 004).")
+    email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$", max_length=320)
 
 
 class ApiKeyCreated(BaseModel):
@@ -72,6 +74,8 @@ class ApiKeyOut(BaseModel):
     id: str
     role: Role
     principal_id: str
+    groups: list[str]
+    email: str | None
     created_at: str
     revoked_at: str | None
 

@@ -18,6 +18,10 @@ class TaskStatus(StrEnum):
     PENDING_REVIEW = "PENDING_REVIEW"
     CLAIMED = "CLAIMED"
     RESOLVED = "RESOLVED"
+    EXPIRED = "EXPIRED"
+    """Seed 004: the final escalation level fired before anyone decided."""
+    CANCELLED = "CANCELLED"
+    """The producer withdrew the task."""
 
 
 #: Statuses that count as "active" for the one-task-per-entity rule (seed 000, section 2).
@@ -46,6 +50,8 @@ class Role(StrEnum):
     REVIEWER = "reviewer"
     SUPERVISOR = "supervisor"
     ADMIN = "admin"
+    SYSTEM = "system"
+    """Signoff's own workers (the sweeper); no API key can hold it."""
 
 
 class Action(StrEnum):
@@ -61,6 +67,10 @@ class Action(StrEnum):
     COMPLETE_ACTION = "complete_action"
     FAIL_ACTION = "fail_action"
     REVOKE_SOURCE = "revoke_source"
+    ESCALATE_LEVEL = "escalate_level"
+    EXPIRE = "expire"
+    CANCEL = "cancel"
+    RESOLVE_BY_LINK = "resolve_by_link"
 
 
 class LeaseRule(StrEnum):
@@ -73,6 +83,8 @@ class LeaseRule(StrEnum):
     HELD = "held"
     """The caller presents the current lease token; a lapsed lease still counts while
     nobody else has claimed the task (renew, release)."""
+    CLAIMABLE_OR_OWN = "claimable_or_own"
+    """Claimable, or claimed by the caller (a resume link claims and resolves at once)."""
     HELD_LIVE = "held_live"
     """The current token *and* a live lease: after a lapse the holder must renew
     explicitly first (seed 000's closing rule)."""
@@ -117,6 +129,7 @@ def _t(
 
 P, C, R = TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED, TaskStatus.RESOLVED
 PRODUCERS = frozenset({Role.PRODUCER})
+SYSTEM = frozenset({Role.SYSTEM})
 
 TRANSITIONS: dict[Action, Transition] = dict(
     [
@@ -143,6 +156,21 @@ TRANSITIONS: dict[Action, Transition] = dict(
         _t(Action.COMPLETE_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_completed"),
         _t(Action.FAIL_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_failed"),
         _t(Action.REVOKE_SOURCE, {P, C, R}, None, PRODUCERS, LeaseRule.NONE, "task.source_revoked"),
+        # Seed 004: waiting with deadlines. The sweeper applies each escalation level once;
+        # the last one expires the task (a compensation trigger). Producers may withdraw.
+        _t(Action.ESCALATE_LEVEL, {P, C}, None, SYSTEM, LeaseRule.NONE, "task.escalated"),
+        _t(Action.EXPIRE, {P, C}, TaskStatus.EXPIRED, SYSTEM, LeaseRule.NONE, "task.expired"),
+        _t(
+            Action.CANCEL, {P, C}, TaskStatus.CANCELLED, PRODUCERS, LeaseRule.NONE, "task.cancelled"
+        ),
+        _t(
+            Action.RESOLVE_BY_LINK,
+            {P, C},
+            R,
+            REVIEWERS,
+            LeaseRule.CLAIMABLE_OR_OWN,
+            "task.resolved",
+        ),
     ]
 )
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import canonical_json
-from signoff.domain.states import Decision, LeaseRule, Role, TaskStatus, Transition
+from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, Role, TaskStatus, Transition
 from signoff.errors import (
     Conflict,
     FieldError,
@@ -31,6 +31,7 @@ class Principal:
     key_id: uuid.UUID
     principal_id: str
     role: Role
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class Task:
     execution_status: str | None = None
     execution_operation_id: str | None = None
     executed_at: datetime | None = None
+    deadline_at: datetime | None = None
+    escalation_level: int = 0
+    escalation_policy: dict[str, Any] | None = None
+    assigned_group: str | None = None
+    summary: dict[str, Any] | None = None
 
     @property
     def has_subject(self) -> bool:
@@ -131,7 +137,19 @@ def task_view(task: Task, now: datetime) -> dict[str, Any]:
         "approved_digest": task.approved_digest,
         "approval_expires_at": rfc3339(task.approval_expires_at),
         "execution_status": task.execution_status,
+        "deadline_at": rfc3339(task.deadline_at) if task.status in ACTIVE_STATUSES else None,
+        "escalation_level": task.escalation_level,
+        "policy": (task.escalation_policy or {}).get("name"),
+        "assigned_group": task.assigned_group,
+        "summary": _summary_view(task.summary),
     }
+
+
+def _summary_view(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Seed 004: an AI-prepared summary only recommends; it is always shown as such."""
+    if summary is None:
+        return None
+    return {**summary, "label": "AI recommendation: a person decides"}
 
 
 def can_read(principal: Principal, task: Task) -> bool:
@@ -142,6 +160,15 @@ def can_read(principal: Principal, task: Task) -> bool:
     if principal.role is Role.PRODUCER:
         return task.producer_id == principal.principal_id
     return True
+
+
+def in_assigned_group(principal: Principal, task: Task) -> bool:
+    """Reviewers work on unassigned tasks and their groups' tasks; supervisors on all."""
+    return (
+        principal.role is not Role.REVIEWER
+        or task.assigned_group is None
+        or task.assigned_group in principal.groups
+    )
 
 
 def require_role(principal: Principal, allowed: frozenset[Role], what: str) -> None:
@@ -191,6 +218,20 @@ def refusal_for(
     """
     if task is None:
         return task_not_found(task_id)
+    if task.status is TaskStatus.EXPIRED:
+        return Conflict(
+            f"task {task.id} expired at its final deadline; no decision can be recorded",
+            error_code="ERR_TASK_EXPIRED",
+        )
+    if task.status is TaskStatus.CANCELLED:
+        return Conflict(
+            f"task {task.id} was cancelled by its producer", error_code="ERR_TASK_CANCELLED"
+        )
+    if not in_assigned_group(principal, task):
+        return Forbidden(
+            f"task {task.id} is assigned to group {task.assigned_group!r}, which you are not in",
+            error_code="ERR_NOT_IN_GROUP",
+        )
     if transition.lease is LeaseRule.CLAIMABLE:
         holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None
         return Conflict(

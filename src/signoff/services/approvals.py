@@ -29,8 +29,8 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
+from signoff.services.common import get_task, parse_task_id, record_transition
 from signoff.services.context import ServiceContext
-from signoff.services.tasks import get_task, parse_task_id, record_transition
 from signoff.store import approvals as store
 from signoff.store import tasks as task_store
 from signoff.store import trail

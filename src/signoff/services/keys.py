@@ -74,11 +74,19 @@ async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
 
 
 async def create_api_key(
-    ctx: ServiceContext, caller: Principal, *, role: Role, principal_id: str
+    ctx: ServiceContext,
+    caller: Principal,
+    *,
+    role: Role,
+    principal_id: str,
+    groups: list[str] | None = None,
+    email: str | None = None,
 ) -> CreatedKey:
     """Create a key (admins only). The returned ``key`` is the only time the secret exists
     outside the caller's hands."""
     require_role(caller, frozenset({Role.ADMIN}), "manage API keys")
+    if role is Role.SYSTEM:
+        raise validation_error([FieldError("role", "system is Signoff's own role")])
     _check_principal_id(principal_id)
     secret = new_api_key_secret()
     key_id = uuid.uuid4()
@@ -90,6 +98,8 @@ async def create_api_key(
             role=role,
             principal_id=principal_id,
             now=ctx.now(),
+            groups=groups,
+            email=email,
         )
         await uow.commit()
     log.info("api_key.created", key_id=str(key_id), role=role.value, principal_id=principal_id)

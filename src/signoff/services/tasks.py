@@ -20,13 +20,13 @@ import structlog
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
-from signoff.domain.escalation import parse_escalation
-from signoff.domain.revisions import parse_subject_fields
+from signoff.domain.escalation import EscalationRequest, parse_escalation
+from signoff.domain.policies import Policy
+from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
     Principal,
     Task,
-    can_read,
     hash_lease_token,
     new_lease_token,
     refusal_for,
@@ -35,7 +35,10 @@ from signoff.domain.tasks import (
     same_resolution,
     task_view,
 )
-from signoff.errors import Conflict, FieldError, Unprocessable, task_not_found, validation_error
+from signoff.domain.waiting import WaitingInput, parse_waiting_fields
+from signoff.errors import Conflict, FieldError, Unprocessable, validation_error
+from signoff.services import waiting as waiting_service
+from signoff.services.common import dumps, get_task, parse_task_id, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
 from signoff.store import idempotency, trail
@@ -45,11 +48,6 @@ from signoff.store.database import UnitOfWork
 log = structlog.get_logger("signoff.tasks")
 
 MAX_PAGE_SIZE = 200
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON, as stored for idempotent replays and sent in responses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -76,50 +74,6 @@ class TaskPage:
     next_cursor: str | None
 
 
-def parse_task_id(raw: str) -> uuid.UUID:
-    """Task ids are UUIDs; a malformed one names no task (404 ``ERR_TASK_NOT_FOUND``)."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise task_not_found(raw) from None
-
-
-async def record_transition(
-    uow: UnitOfWork,
-    step: Transition,
-    task: Task,
-    principal: Principal,
-    now: datetime,
-    details: dict[str, Any] | None = None,
-) -> None:
-    """Append the transition's audit event and, if published, its outbox event."""
-    view = task_view(task, now)
-    await trail.append_audit_event(
-        uow.connection,
-        task_id=task.id,
-        event_type=step.event_type,
-        action=step.action.value,
-        status=view["status"],
-        version=task.version,
-        actor_id=principal.principal_id,
-        actor_role=principal.role.value,
-        details=details or {},
-        now=now,
-    )
-    if step.publish:
-        await trail.append_outbox_event(
-            uow.connection,
-            task_id=task.id,
-            task_version=task.version,
-            event_type=step.event_type,
-            data=view,
-            now=now,
-        )
-    log.info(
-        step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
-    )
-
-
 async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> EscalationOutcome:
     """Create a review task from a producer's escalation (seed ``000``).
 
@@ -137,34 +91,12 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
     proposal = parse_subject_fields(body)
+    waiting = parse_waiting_fields(body)
     now = ctx.now()
-    task = Task(
-        id=request.escalation_id,
-        status=step.status_after(),
-        entity_type=request.entity_type,
-        entity_id=request.entity_id,
-        reason_code=request.reason_code,
-        precheck_hash=request.precheck_hash,
-        diagnostic_bundle=request.diagnostic_bundle,
-        producer_id=principal.principal_id,
-        version=1,
-        claimed_by=None,
-        lease_token_hash=None,
-        lease_expires_at=None,
-        decision=None,
-        notes=None,
-        resolution_payload=None,
-        operator_id=None,
-        created_at=now,
-        updated_at=now,
-        resolved_at=None,
-        current_revision=1 if proposal else None,
-        digest=json_digest(proposal.subject) if proposal else None,
-        material_paths=proposal.material_paths if proposal else None,
-        approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
-    )
-    response = dumps({"task_id": str(task.id), **task_view(task, now)})
     async with ctx.database.transaction() as uow:
+        policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
+        task = _new_task(request, proposal, waiting, policy, principal, now)
+        response = dumps({"task_id": str(task.id), **task_view(task, now)})
         conn = uow.connection
         fresh = await idempotency.claim_idempotency_key(
             conn,
@@ -196,8 +128,53 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
         await record_transition(
             uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
         )
+        if inserted.assigned_group:
+            # Seed 004: entering review for a group notifies its approvers with their links.
+            targets = [f"group:{inserted.assigned_group}"]
+            await waiting_service.notify(
+                uow, ctx, inserted, kind="review_requested", targets=targets, now=now
+            )
         await uow.commit()
     return EscalationOutcome(status_code=201, body=response, replayed=False)
+
+
+def _new_task(
+    request: EscalationRequest,
+    proposal: SubjectInput | None,
+    waiting: WaitingInput,
+    policy: Policy,
+    principal: Principal,
+    now: datetime,
+) -> Task:
+    return Task(
+        id=request.escalation_id,
+        status=transition(Action.ESCALATE).status_after(),
+        entity_type=request.entity_type,
+        entity_id=request.entity_id,
+        reason_code=request.reason_code,
+        precheck_hash=request.precheck_hash,
+        diagnostic_bundle=request.diagnostic_bundle,
+        producer_id=principal.principal_id,
+        version=1,
+        claimed_by=None,
+        lease_token_hash=None,
+        lease_expires_at=None,
+        decision=None,
+        notes=None,
+        resolution_payload=None,
+        operator_id=None,
+        created_at=now,
+        updated_at=now,
+        resolved_at=None,
+        current_revision=1 if proposal else None,
+        digest=json_digest(proposal.subject) if proposal else None,
+        material_paths=proposal.material_paths if proposal else None,
+        approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
+        deadline_at=policy.first_deadline(now, waiting.deadline),
+        escalation_policy=policy.as_json(),
+        assigned_group=waiting.assigned_group,
+        summary=waiting.summary,
+    )
 
 
 def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
@@ -218,6 +195,11 @@ def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
         "digest": task.digest,
         "material_paths": task.material_paths,
         "approval_ttl_seconds": task.approval_ttl_seconds,
+        "deadline_at": task.deadline_at,
+        "escalation_level": task.escalation_level,
+        "escalation_policy": task.escalation_policy,
+        "assigned_group": task.assigned_group,
+        "summary": task.summary,
     }
 
 
@@ -261,6 +243,11 @@ async def _task_conflict(uow: UnitOfWork, task: Task) -> Conflict:
     )
 
 
+def _groups_of(principal: Principal) -> tuple[str, ...] | None:
+    """Reviewers are limited to their groups' tasks (and unassigned ones); supervisors not."""
+    return principal.groups if principal.role is Role.REVIEWER else None
+
+
 async def claim(
     ctx: ServiceContext, principal: Principal, raw_task_id: str, *, operator_id: str | None = None
 ) -> LeaseGrant:
@@ -285,6 +272,7 @@ async def claim(
             lease_token_hash=hash_lease_token(token),
             now=now,
             lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
+            groups=_groups_of(principal),
         )
         if task is None:
             raise await _refusal(uow, step, task_id, principal, None, now)
@@ -316,6 +304,7 @@ async def claim_next(
             lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
             entity_type=entity_type,
             reason_code=reason_code,
+            groups=_groups_of(principal),
         )
         if task is None:
             return None
@@ -483,17 +472,6 @@ async def _refusal(
     return refusal_for(
         step, current, task_id=task_id, principal=principal, lease_token_hash=token_hash, now=now
     )
-
-
-async def get_task(ctx: ServiceContext, principal: Principal, raw_task_id: str) -> Task:
-    """One task the caller may read (others are reported as not found, not forbidden, so
-    ids do not leak across producers)."""
-    task_id = parse_task_id(raw_task_id)
-    async with ctx.database.transaction(write=False) as uow:
-        task = await task_store.find_task(uow.connection, task_id)
-    if task is None or not can_read(principal, task):
-        raise task_not_found(raw_task_id)
-    return task
 
 
 async def task_audit_trail(

@@ -11,8 +11,8 @@ from signoff.domain.states import REVIEWERS, Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import NotFound
 from signoff.net import vet_url
+from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
-from signoff.services.tasks import get_task
 from signoff.store import webhooks as store
 from signoff.webhooks import new_secret
 

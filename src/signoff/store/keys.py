@@ -25,10 +25,18 @@ async def insert_api_key(
     role: Role,
     principal_id: str,
     now: datetime,
+    groups: list[str] | None = None,
+    email: str | None = None,
 ) -> None:
     await conn.execute(
         insert(api_keys).values(
-            id=key_id, key_hash=key_hash, role=role.value, principal_id=principal_id, created_at=now
+            id=key_id,
+            key_hash=key_hash,
+            role=role.value,
+            principal_id=principal_id,
+            created_at=now,
+            groups=groups or [],
+            email=email,
         )
     )
 
@@ -37,14 +45,19 @@ async def find_principal_by_key_hash(conn: AsyncConnection, key_hash: str) -> Pr
     """The live (unrevoked) key with this hash, as a principal."""
     row = (
         await conn.execute(
-            select(K.id, K.principal_id, K.role).where(
+            select(K.id, K.principal_id, K.role, K.groups).where(
                 K.key_hash == key_hash, K.revoked_at.is_(None)
             )
         )
     ).first()
     if row is None:
         return None
-    return Principal(key_id=row.id, principal_id=row.principal_id, role=Role(row.role))
+    return Principal(
+        key_id=row.id,
+        principal_id=row.principal_id,
+        role=Role(row.role),
+        groups=tuple(row.groups or ()),
+    )
 
 
 async def revoke_api_key(conn: AsyncConnection, key_id: uuid.UUID, now: datetime) -> bool:
@@ -74,6 +87,8 @@ async def list_api_keys(conn: AsyncConnection) -> Sequence[dict[str, Any]]:
             "id": str(row.id),
             "role": row.role,
             "principal_id": row.principal_id,
+            "groups": row.groups or [],
+            "email": row.email,
             "created_at": row.created_at,
             "revoked_at": row.revoked_at,
         }

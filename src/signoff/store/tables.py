@@ -112,12 +112,26 @@ review_tasks = Table(
     Column("execution_status", String(16)),
     Column("execution_operation_id", Text),
     Column("executed_at", UtcDateTime),
+    # Seed 004: waiting is a stored state with a deadline. ``deadline_at`` is when the next
+    # escalation level fires; the policy's levels are copied onto the task at escalation.
+    Column("deadline_at", UtcDateTime),
+    Column("escalation_level", Integer, nullable=False, server_default="0"),
+    Column("escalation_policy", JsonText),
+    Column("assigned_group", Text),
+    Column("summary", JsonText),
     # Seed 000 section 2: one active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
         "entity_type",
         "entity_id",
         unique=True,
+        postgresql_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+        sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+    ),
+    # The sweeper looks only at active tasks that have a deadline.
+    Index(
+        "ix_review_tasks_deadline",
+        "deadline_at",
         postgresql_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
         sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
     ),
@@ -322,4 +336,55 @@ api_keys = Table(
     Column("principal_id", Text, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("revoked_at", UtcDateTime),
+    Column("groups", JsonText),
+    Column("email", Text),
+)
+
+escalation_policies = Table(
+    "escalation_policies",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("levels", JsonText, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: Resume tokens (seed 004): single-purpose approve/reject links, bound to one task and
+#: one approver, stored as SHA-256.
+resume_tokens = Table(
+    "resume_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_resume_tokens_task", "task_id"),
+)
+
+#: The notification outbox: written with the change that causes it, sent by the notifier.
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("email", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("leased_until", UtcDateTime),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("sent_at", UtcDateTime),
+    Index(
+        "ix_notifications_due",
+        "next_attempt_at",
+        postgresql_where=text("status = 'PENDING'"),
+        sqlite_where=text("status = 'PENDING'"),
+    ),
 )

@@ -24,6 +24,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -76,6 +77,13 @@ def _guard(
     return and_(*clauses)
 
 
+def _visible_to(groups: tuple[str, ...] | None) -> ColumnElement[bool]:
+    """Reviewers (``groups`` given) see unassigned tasks and their groups' tasks."""
+    if groups is None:
+        return and_(true())
+    return or_(T.assigned_group.is_(None), T.assigned_group.in_(list(groups)))
+
+
 async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task | None:
     """Insert a new task; ``None`` when a unique rule refused it (same id, or an active
     task for the same entity), without raising, so the transaction stays usable."""
@@ -114,12 +122,14 @@ async def claim_task(
     lease_token_hash: str,
     now: datetime,
     lease_expires_at: datetime,
+    groups: tuple[str, ...] | None = None,
 ) -> Task | None:
     """Seed 000's claim: pending, or claimed with a lapsed lease → claimed by
-    ``operator_id`` under a fresh lease token."""
+    ``operator_id`` under a fresh lease token. ``groups``: the reviewer's groups (None for
+    supervisors, who may claim any task)."""
     statement = (
         update(review_tasks)
-        .where(T.id == task_id, _guard(transition, now=now))
+        .where(T.id == task_id, _guard(transition, now=now), _visible_to(groups))
         .values(**_claim_values(operator_id, lease_token_hash, now, lease_expires_at))
         .returning(*review_tasks.c)
     )
@@ -150,6 +160,7 @@ async def claim_next_claimable(
     lease_expires_at: datetime,
     entity_type: str | None = None,
     reason_code: str | None = None,
+    groups: tuple[str, ...] | None = None,
 ) -> Task | None:
     """Claim the oldest claimable task matching the filters, or return ``None``.
 
@@ -157,7 +168,7 @@ async def claim_next_claimable(
     instead of queueing on the same one. SQLite: ``BEGIN IMMEDIATE`` already serialises
     writers, so the sub-select and the update are atomic together.
     """
-    guard = _guard(transition, now=now)
+    guard = and_(_guard(transition, now=now), _visible_to(groups))
     candidate = select(T.id).where(guard)
     if entity_type is not None:
         candidate = candidate.where(T.entity_type == entity_type)

@@ -34,8 +34,8 @@ from signoff.domain.webhooks import (
 )
 from signoff.errors import SignoffError
 from signoff.net import vet_url
+from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
-from signoff.services.tasks import dumps
 from signoff.settings import async_database_url
 from signoff.store import webhooks as store
 from signoff.store.webhooks import ClaimedDelivery

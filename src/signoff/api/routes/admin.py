@@ -10,6 +10,7 @@ from starlette.responses import Response
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
 from signoff.api.schemas import ApiKeyCreated, ApiKeyListOut, CreateApiKeyRequest
 from signoff.domain.clock import rfc3339
+from signoff.domain.states import Role
 from signoff.services import keys
 
 router = APIRouter()
@@ -44,7 +45,12 @@ async def readyz(context: Context, _caller: Caller) -> Response:
 async def create_api_key(request: Request, context: Context, caller: Caller) -> Response:
     body = await read_model(request, CreateApiKeyRequest)
     created = await keys.create_api_key(
-        context, caller, role=body.role, principal_id=body.principal_id
+        context,
+        caller,
+        role=Role(body.role),
+        principal_id=body.principal_id,
+        groups=body.groups,
+        email=body.email,
     )
     payload = {
         "id": str(created.id),

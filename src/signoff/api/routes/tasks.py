@@ -34,7 +34,9 @@ from signoff.domain.escalation import contract_schema
 from signoff.domain.revisions import SUBJECT_FIELDS_SCHEMA
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import task_view
+from signoff.domain.waiting import WAITING_FIELDS_SCHEMA
 from signoff.services import approvals as approval_service
+from signoff.services import common
 from signoff.services import tasks as task_service
 from signoff.services.tasks import LeaseGrant
 
@@ -44,7 +46,11 @@ router = APIRouter(prefix="/tasks", tags=["tasks"])
 def escalation_body_schema() -> dict[str, Any]:
     """The seed's contract plus Signoff's optional fields (subject, policy)."""
     schema = dict(contract_schema())
-    schema["properties"] = {**schema["properties"], **SUBJECT_FIELDS_SCHEMA["properties"]}
+    schema["properties"] = {
+        **schema["properties"],
+        **SUBJECT_FIELDS_SCHEMA["properties"],
+        **WAITING_FIELDS_SCHEMA["properties"],
+    }
     return schema
 
 
@@ -204,7 +210,7 @@ async def list_tasks(
 async def get_task(task_id: str, context: Context, caller: Caller) -> Response:
     """With a subject: ``ETag: "<revision>"`` (use it as ``If-Match`` to revise), and for
     reviewers ``last_viewed_revision``, the revision they had seen before."""
-    task = await task_service.get_task(context, caller, task_id)
+    task = await common.get_task(context, caller, task_id)
     body = task_view(task, context.now())
     if not task.has_subject:
         return json_response(body)

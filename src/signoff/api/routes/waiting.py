@@ -1,0 +1,263 @@
+"""Escalation policies, cancellation, notifications and resume links (seed 004)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+import jinja2
+from fastapi import APIRouter, Header, Request
+from starlette.responses import HTMLResponse, Response
+
+from signoff.api.deps import Caller, Context, get_principal, json_response, problems, read_json_body
+from signoff.api.problems import problem_response
+from signoff.api.schemas import TaskOut
+from signoff.domain.states import Decision
+from signoff.domain.tasks import task_view
+from signoff.errors import BadRequest, FieldError, SignoffError, validation_error
+from signoff.services import waiting
+from signoff.services.waiting import LinkState
+
+router = APIRouter()
+
+_templates = jinja2.Environment(
+    loader=jinja2.FunctionLoader(
+        lambda name: resources.files("signoff.api").joinpath("templates", name).read_text("utf-8")
+    ),
+    autoescape=True,
+)
+
+POLICY_SCHEMA = {
+    "type": "object",
+    "required": ["name", "levels"],
+    "properties": {
+        "name": {"type": "string"},
+        "levels": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["after_seconds", "action"],
+                "properties": {
+                    "after_seconds": {"type": "integer", "minimum": 1},
+                    "action": {"enum": ["remind", "reassign", "expire"]},
+                    "notify": {
+                        "type": "array",
+                        "items": {"type": "string", "pattern": "^(group|principal):.+$"},
+                    },
+                    "assign_group": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+def _policy_doc() -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": POLICY_SCHEMA}},
+        }
+    }
+
+
+@router.post(
+    "/escalation-policies",
+    tags=["waiting"],
+    status_code=201,
+    response_model=None,
+    openapi_extra=_policy_doc(),
+    responses=problems(409, 422),
+    summary="Create an escalation policy (admin)",
+)
+async def create_policy(request: Request, context: Context, caller: Caller) -> Response:
+    body = await read_json_body(request)
+    return json_response(await waiting.save_policy(context, caller, body, create=True), 201)
+
+
+@router.get(
+    "/escalation-policies",
+    tags=["waiting"],
+    response_model=None,
+    responses=problems(),
+    summary="List policies (admin)",
+)
+async def list_policies(context: Context, caller: Caller) -> Response:
+    return json_response({"items": await waiting.list_policies(context, caller)})
+
+
+@router.get(
+    "/escalation-policies/{name}",
+    tags=["waiting"],
+    response_model=None,
+    responses=problems(422),
+    summary="One policy (admin)",
+)
+async def get_policy(name: str, context: Context, caller: Caller) -> Response:
+    return json_response(await waiting.get_policy(context, caller, name))
+
+
+@router.put(
+    "/escalation-policies/{name}",
+    tags=["waiting"],
+    response_model=None,
+    openapi_extra=_policy_doc(),
+    responses=problems(404, 422),
+    summary="Replace a policy (admin); waiting tasks keep their levels",
+)
+async def replace_policy(name: str, request: Request, context: Context, caller: Caller) -> Response:
+    body = await read_json_body(request)
+    return json_response(await waiting.save_policy(context, caller, body, create=False, name=name))
+
+
+@router.delete(
+    "/escalation-policies/{name}",
+    tags=["waiting"],
+    status_code=204,
+    response_model=None,
+    responses=problems(404),
+    summary="Delete a policy (admin)",
+)
+async def delete_policy(name: str, context: Context, caller: Caller) -> Response:
+    await waiting.delete_policy(context, caller, name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/tasks/{task_id}/cancel",
+    tags=["waiting"],
+    response_model=None,
+    responses={200: {"model": TaskOut}, **problems(404, 409)},
+    summary="Withdraw a waiting task (producer)",
+)
+async def cancel(task_id: str, context: Context, caller: Caller) -> Response:
+    return json_response(task_view(await waiting.cancel(context, caller, task_id), context.now()))
+
+
+@router.get(
+    "/tasks/{task_id}/notifications",
+    tags=["waiting"],
+    response_model=None,
+    responses=problems(404),
+    summary="Notifications queued and sent for a task (admin, supervisor)",
+)
+async def notifications(task_id: str, context: Context, caller: Caller) -> Response:
+    return json_response({"items": await waiting.task_notifications(context, caller, task_id)})
+
+
+def _page(
+    state: LinkState, *, status: int | None = None, message: str | None = None
+) -> HTMLResponse:
+    task = state.task or {}
+    bundle = task.get("diagnostic_bundle", {})
+    snapshot = list((bundle.get("input_snapshot") or {}).items())[:8]
+    html = _templates.get_template("resume.html").render(
+        title="Decision requested" if state.state == "open" else "Decision link",
+        state=state.state,
+        message=message or state.message,
+        task=task or None,
+        verdict=bundle.get("evaluator_verdict") or {},
+        snapshot=snapshot,
+        approver=state.approver,
+        csrf=state.csrf,
+    )
+    headers = {
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+    }
+    return HTMLResponse(html, status_code=status or state.http_status, headers=headers)
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("content-type", "") or (
+        "application/json" in request.headers.get("accept", "")
+        and "text/html" not in request.headers.get("accept", "")
+    )
+
+
+def _link_json(state: LinkState) -> Response:
+    return json_response(
+        {"state": state.state, "message": state.message, "task": state.task}, state.http_status
+    )
+
+
+def _error_page(error: SignoffError) -> HTMLResponse:
+    status = problem_response(error).status_code
+    gone = LinkState(status, "gone", error.message)
+    return _page(gone)
+
+
+@router.get(
+    "/r/{token}",
+    tags=["resume links"],
+    response_model=None,
+    include_in_schema=True,
+    responses={
+        200: {"description": "The decision page (or JSON)"},
+        404: {"description": "Unknown link"},
+        410: {"description": "Expired, cancelled or withdrawn"},
+    },
+    summary="A resume link's page; never changes state",
+)
+async def show_link(token: str, request: Request, context: Context) -> Response:
+    try:
+        state = await waiting.view_link(context, token)
+    except SignoffError as error:
+        return problem_response(error) if _wants_json(request) else _error_page(error)
+    return _link_json(state) if _wants_json(request) else _page(state)
+
+
+@router.post(
+    "/r/{token}",
+    tags=["resume links"],
+    response_model=None,
+    responses={
+        200: {"description": "Recorded, or already recorded (a repeat is a no-op)"},
+        403: {"description": "Forged form, another approver, or self-approval"},
+        404: {"description": "Unknown link"},
+        409: {"description": "Someone else is reviewing"},
+        410: {"description": "Expired, cancelled or withdrawn"},
+    },
+    summary='Decide with a resume link: a CSRF-protected form, or JSON {"decision": ...}',
+)
+async def use_link(
+    token: str,
+    request: Request,
+    context: Context,
+    authorization: Annotated[str | None, Header()] = None,
+) -> Response:
+    as_json = "application/json" in request.headers.get("content-type", "")
+    try:
+        if as_json:
+            body = await read_json_body(request)
+            decision, csrf, revision = _json_decision(body), None, None
+            caller = await get_principal(context, authorization) if authorization else None
+        else:
+            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            decision = _decision((form.get("decision") or [""])[0])
+            csrf = (form.get("csrf") or [""])[0]
+            raw_revision = (form.get("revision") or [""])[0]
+            revision = int(raw_revision) if raw_revision.isdigit() else None
+            caller = None
+        state = await waiting.decide_by_link(
+            context, token, decision, csrf=csrf, caller=caller, revision=revision
+        )
+    except SignoffError as error:
+        return problem_response(error) if as_json else _error_page(error)
+    return _link_json(state) if as_json else _page(state)
+
+
+def _decision(value: Any) -> Decision:
+    if value not in (Decision.APPROVED.value, Decision.REJECTED.value):
+        raise validation_error([FieldError("decision", "must be APPROVED or REJECTED")])
+    return Decision(value)
+
+
+def _json_decision(body: Any) -> Decision:
+    if not isinstance(body, dict) or set(body) - {"decision"}:
+        raise BadRequest(
+            'expected {"decision": "APPROVED" | "REJECTED"}', error_code="ERR_VALIDATION"
+        )
+    return _decision(body.get("decision"))

@@ -1,0 +1,76 @@
+"""What a notified approver reads (seed 004): enough to decide without opening anything
+else — entity, reason, the key fields of the input snapshot, the evaluator's confidence
+against its threshold, the AI recommendation (labelled as such) and the decision link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: How many top-level fields of the input snapshot a message shows.
+SNAPSHOT_FIELDS = 8
+
+KIND_TITLES = {
+    "review_requested": "Review needed",
+    "reminder": "Reminder: review still waiting",
+    "reassigned": "Reassigned to you: review needed",
+    "expired": "Expired without a decision",
+}
+
+
+def snapshot_lines(task: dict[str, Any]) -> list[str]:
+    snapshot = task["diagnostic_bundle"].get("input_snapshot") or {}
+    lines = []
+    for key, value in list(snapshot.items())[:SNAPSHOT_FIELDS]:
+        shown = value if isinstance(value, str | int | float | bool) or value is None else "…"
+        lines.append(f"  {key}: {shown}")
+    return lines
+
+
+def verdict_line(task: dict[str, Any]) -> str:
+    verdict = task["diagnostic_bundle"].get("evaluator_verdict") or {}
+    confidence, threshold = verdict.get("confidence_score"), verdict.get("threshold")
+    return f"Evaluator confidence {confidence} against threshold {threshold}"
+
+
+def summary_lines(task: dict[str, Any]) -> list[str]:
+    summary = task.get("summary")
+    if not summary:
+        return ["No AI summary was provided."]
+    lines = [
+        f"AI recommendation (a person decides): {summary['recommendation']}",
+        f"  Rationale: {summary['rationale']}",
+    ]
+    lines += [f"  Risk: {risk}" for risk in summary.get("risks", [])]
+    lines += [f"  Evidence: {link}" for link in summary.get("evidence_links", [])]
+    if summary.get("generated_by"):
+        lines.append(f"  Prepared by: {summary['generated_by']}")
+    return lines
+
+
+def render_notification(task: dict[str, Any], *, kind: str, link: str | None) -> tuple[str, str]:
+    """Subject line and plain-text body of a notification e-mail."""
+    title = KIND_TITLES.get(kind, "Review update")
+    subject = (
+        f"[Signoff] {title}: {task['entity_type']} {task['entity_id']} ({task['reason_code']})"
+    )
+    lines = [
+        f"{title}.",
+        "",
+        f"Entity: {task['entity_type']} {task['entity_id']}",
+        f"Reason: {task['reason_code']}",
+        verdict_line(task),
+        "Input snapshot:",
+        *snapshot_lines(task),
+        "",
+        *summary_lines(task),
+        "",
+        f"Escalation level: {task['escalation_level']}; "
+        f"next deadline: {task.get('deadline_at') or 'none'}",
+    ]
+    if link:
+        lines += [
+            "",
+            f"Approve or reject: {link}",
+            "(The link opens a page; nothing is decided until you press a button.)",
+        ]
+    return subject, "\n".join(lines) + "\n"

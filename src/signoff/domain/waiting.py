@@ -1,0 +1,79 @@
+"""The waiting fields of an escalation (seed 004): deadline, policy, group, AI summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft7Validator, FormatChecker
+
+from signoff.domain.json_input import join_path
+from signoff.errors import FieldError, validation_error
+
+WAITING_FIELDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "deadline": {"type": "string", "format": "date-time"},
+        "review_deadline": {"type": "string", "format": "date-time"},
+        "policy": {"type": "string", "minLength": 1, "maxLength": 100},
+        "assigned_group": {"type": "string", "minLength": 1, "maxLength": 100},
+        "summary": {
+            "type": "object",
+            "description": "An AI-prepared decision summary. It only recommends; a person decides.",
+            "required": ["recommendation", "rationale"],
+            "properties": {
+                "recommendation": {"enum": ["APPROVE", "REJECT"]},
+                "rationale": {"type": "string", "maxLength": 10000},
+                "risks": {"type": "array", "items": {"type": "string", "maxLength": 2000}},
+                "evidence_links": {"type": "array", "items": {"type": "string", "maxLength": 2000}},
+                "generated_by": {"type": "string", "maxLength": 255},
+            },
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@cache
+def _validator() -> Draft7Validator:
+    return Draft7Validator(WAITING_FIELDS_SCHEMA, format_checker=FormatChecker())
+
+
+@dataclass(frozen=True)
+class WaitingInput:
+    deadline: datetime | None
+    policy_name: str | None
+    assigned_group: str | None
+    summary: dict[str, Any] | None
+
+
+def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
+    """Read the optional waiting fields; ``deadline`` and the seed's ``review_deadline``
+    are synonyms (RFC 3339 with an offset).
+
+    Raises:
+        Unprocessable: ``ERR_VALIDATION`` with the offending paths.
+    """
+    errors = []
+    for error in _validator().iter_errors(body):
+        path = ""
+        for part in error.absolute_path:
+            path = join_path(path, part)
+        errors.append(FieldError(path or "(root)", error.message))
+    for name in ("policy", "assigned_group"):
+        if isinstance(body.get(name), str) and "\x00" in body[name]:
+            errors.append(FieldError(name, "must not contain U+0000"))
+    if "deadline" in body and "review_deadline" in body:
+        errors.append(FieldError("review_deadline", "give deadline or review_deadline, not both"))
+    if errors:
+        raise validation_error(errors)
+    raw = body.get("deadline", body.get("review_deadline"))
+    deadline = datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+    return WaitingInput(
+        deadline=deadline,
+        policy_name=body.get("policy"),
+        assigned_group=body.get("assigned_group"),
+        summary=body.get("summary"),
+    )

@@ -1,0 +1,80 @@
+"""Pieces every use case shares: the task id, reading a task, recording a transition."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from signoff.domain.states import Transition
+from signoff.domain.tasks import Principal, Task, can_read, task_view
+from signoff.errors import task_not_found
+from signoff.services.context import ServiceContext
+from signoff.store import tasks as task_store
+from signoff.store import trail
+from signoff.store.database import UnitOfWork
+
+log = structlog.get_logger("signoff.tasks")
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as stored for idempotent replays and sent in responses."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def parse_task_id(raw: str) -> uuid.UUID:
+    """Task ids are UUIDs; a malformed one names no task (404 ``ERR_TASK_NOT_FOUND``)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise task_not_found(raw) from None
+
+
+async def record_transition(
+    uow: UnitOfWork,
+    step: Transition,
+    task: Task,
+    principal: Principal,
+    now: datetime,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Append the transition's audit event and, if published, its outbox event."""
+    view = task_view(task, now)
+    await trail.append_audit_event(
+        uow.connection,
+        task_id=task.id,
+        event_type=step.event_type,
+        action=step.action.value,
+        status=view["status"],
+        version=task.version,
+        actor_id=principal.principal_id,
+        actor_role=principal.role.value,
+        details=details or {},
+        now=now,
+    )
+    if step.publish:
+        await trail.append_outbox_event(
+            uow.connection,
+            task_id=task.id,
+            task_version=task.version,
+            event_type=step.event_type,
+            data=view,
+            now=now,
+        )
+    log.info(
+        step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
+    )
+
+
+async def get_task(ctx: ServiceContext, principal: Principal, raw_task_id: str) -> Task:
+    """One task the caller may read (others are reported as not found, not forbidden, so
+    ids do not leak across producers)."""
+    task_id = parse_task_id(raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        task = await task_store.find_task(uow.connection, task_id)
+    if task is None or not can_read(principal, task):
+        raise task_not_found(raw_task_id)
+    return task

@@ -1,0 +1,316 @@
+"""Queries for durable waiting (seed 004): policies, due tasks, escalation levels,
+cancellation, resume tokens, recipients and the notification outbox."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.states import ACTIVE_STATUSES, REVIEWERS, Decision, Transition
+from signoff.domain.tasks import Task
+from signoff.store.tables import (
+    api_keys,
+    escalation_policies,
+    notifications,
+    resume_tokens,
+    review_tasks,
+)
+from signoff.store.tasks import status_in, task_from_row
+
+T = review_tasks.c
+P = escalation_policies.c
+R = resume_tokens.c
+N = notifications.c
+
+
+# Policies ------------------------------------------------------------------------------
+
+
+async def upsert_policy(
+    conn: AsyncConnection, *, name: str, levels: list[dict[str, Any]], now: datetime, create: bool
+) -> bool:
+    """Insert (``create``) or replace a policy; False when it already exists / does not."""
+    statement: Any
+    if create:
+        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        statement = (
+            dialect_insert(escalation_policies)
+            .values(name=name, levels=levels, created_at=now, updated_at=now)
+            .on_conflict_do_nothing()
+            .returning(P.name)
+        )
+    else:
+        statement = (
+            update(escalation_policies)
+            .where(P.name == name)
+            .values(levels=levels, updated_at=now)
+            .returning(P.name)
+        )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def find_policy(conn: AsyncConnection, name: str) -> dict[str, Any] | None:
+    row = (await conn.execute(select(escalation_policies).where(P.name == name))).first()
+    return dict(row._mapping) if row else None
+
+
+async def list_policies(conn: AsyncConnection) -> Sequence[dict[str, Any]]:
+    return [
+        dict(r._mapping) for r in await conn.execute(select(escalation_policies).order_by(P.name))
+    ]
+
+
+async def delete_policy(conn: AsyncConnection, name: str) -> bool:
+    return (
+        await conn.execute(delete(escalation_policies).where(P.name == name).returning(P.name))
+    ).first() is not None
+
+
+# Deadlines and levels ------------------------------------------------------------------
+
+
+async def lock_due_tasks(conn: AsyncConnection, *, now: datetime, limit: int) -> list[Task]:
+    """Active tasks whose next level is due, oldest deadline first. On PostgreSQL the rows
+    are locked ``SKIP LOCKED``: concurrent sweepers take different batches."""
+    statement = (
+        select(review_tasks)
+        .where(status_in(ACTIVE_STATUSES), T.deadline_at <= now)
+        .order_by(T.deadline_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return [task_from_row(row) for row in await conn.execute(statement)]
+
+
+async def apply_level(
+    conn: AsyncConnection, step: Transition, task: Task, *, values: dict[str, Any], now: datetime
+) -> Task | None:
+    """Move the task past its current level: only if it is still at that level, still
+    waiting and due (so a level is applied exactly once, whoever sweeps)."""
+    statement = (
+        update(review_tasks)
+        .where(
+            T.id == task.id,
+            T.escalation_level == task.escalation_level,
+            status_in(step.sources),
+            T.deadline_at <= now,
+        )
+        .values(**values, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def cancel_task(
+    conn: AsyncConnection, step: Transition, task_id: uuid.UUID, *, producer_id: str, now: datetime
+) -> Task | None:
+    statement = (
+        update(review_tasks)
+        .where(T.id == task_id, T.producer_id == producer_id, status_in(step.sources))
+        .values(
+            status=step.status_after().value,
+            claimed_by=None,
+            lease_token_hash=None,
+            lease_expires_at=None,
+            version=T.version + 1,
+            updated_at=now,
+        )
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def resolve_by_link(
+    conn: AsyncConnection,
+    step: Transition,
+    task_id: uuid.UUID,
+    *,
+    approver: str,
+    approver_key_id: uuid.UUID | None,
+    decision: Decision,
+    now: datetime,
+) -> Task | None:
+    """Claim and resolve in one statement: pending, lapsed, or held by the approver. Never
+    an approval of one's own escalation. Binds an approval to the current revision."""
+    conditions = [
+        T.id == task_id,
+        status_in(step.sources),
+        or_(
+            T.status == "PENDING_REVIEW",
+            T.lease_expires_at <= now,
+            T.claimed_by == approver,
+        ),
+    ]
+    values: dict[str, Any] = {
+        "status": step.status_after().value,
+        "decision": decision.value,
+        "notes": "decided with a resume link",
+        "operator_id": approver,
+        "claimed_by": approver,
+        "lease_expires_at": None,
+        "resolved_at": now,
+        "version": T.version + 1,
+        "updated_at": now,
+    }
+    if decision is Decision.APPROVED:
+        conditions.append(T.producer_id != approver)
+        values |= {
+            "approved_revision": T.current_revision,
+            "approved_digest": T.digest,
+            "approver_key_id": approver_key_id,
+        }
+    statement = update(review_tasks).where(*conditions).values(**values).returning(*review_tasks.c)
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+# Recipients ----------------------------------------------------------------------------
+
+
+async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[dict[str, Any]]:
+    """Live reviewer and supervisor keys named by ``group:<name>`` / ``principal:<id>``
+    targets, one entry per principal: ``{"principal_id", "email", "key_id"}``."""
+    groups = {t.split(":", 1)[1] for t in targets if t.startswith("group:")}
+    principals = {t.split(":", 1)[1] for t in targets if t.startswith("principal:")}
+    if not groups and not principals:
+        return []
+    rows = await conn.execute(
+        select(api_keys.c.id, api_keys.c.principal_id, api_keys.c.email, api_keys.c.groups)
+        .where(api_keys.c.revoked_at.is_(None), api_keys.c.role.in_([r.value for r in REVIEWERS]))
+        .order_by(api_keys.c.created_at)
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        wanted = row.principal_id in principals or bool(groups & set(row.groups or []))
+        if wanted and row.principal_id not in found:
+            found[row.principal_id] = {
+                "principal_id": row.principal_id,
+                "email": row.email,
+                "key_id": row.id,
+            }
+        elif wanted and row.email and not found[row.principal_id]["email"]:
+            found[row.principal_id]["email"] = row.email
+    return list(found.values())
+
+
+async def key_for_principal(conn: AsyncConnection, principal_id: str) -> uuid.UUID | None:
+    """The principal's oldest live reviewer or supervisor key (an approval is bound to it)."""
+    row = (
+        await conn.execute(
+            select(api_keys.c.id)
+            .where(
+                api_keys.c.principal_id == principal_id,
+                api_keys.c.revoked_at.is_(None),
+                api_keys.c.role.in_([r.value for r in REVIEWERS]),
+            )
+            .order_by(api_keys.c.created_at)
+            .limit(1)
+        )
+    ).first()
+    return row.id if row else None
+
+
+# Resume tokens -------------------------------------------------------------------------
+
+
+async def insert_resume_token(
+    conn: AsyncConnection,
+    *,
+    token_hash: str,
+    task_id: uuid.UUID,
+    principal_id: str,
+    expires_at: datetime,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(resume_tokens).values(
+            token_hash=token_hash,
+            task_id=task_id,
+            principal_id=principal_id,
+            expires_at=expires_at,
+            created_at=now,
+        )
+    )
+
+
+async def find_resume_token(conn: AsyncConnection, token_hash: str) -> dict[str, Any] | None:
+    row = (await conn.execute(select(resume_tokens).where(R.token_hash == token_hash))).first()
+    return dict(row._mapping) if row else None
+
+
+async def revoke_resume_tokens(conn: AsyncConnection, task_id: uuid.UUID, now: datetime) -> None:
+    await conn.execute(
+        update(resume_tokens)
+        .where(R.task_id == task_id, R.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+
+
+# Notification outbox -------------------------------------------------------------------
+
+
+async def insert_notifications(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(insert(notifications), rows)
+
+
+async def claim_due_notifications(
+    conn: AsyncConnection, *, now: datetime, leased_until: datetime, limit: int
+) -> list[dict[str, Any]]:
+    due = and_(
+        N.status == "PENDING",
+        N.next_attempt_at <= now,
+        or_(N.leased_until.is_(None), N.leased_until <= now),
+    )
+    candidates = (
+        select(N.id)
+        .where(due)
+        .order_by(N.next_attempt_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    rows = await conn.execute(
+        update(notifications)
+        .where(N.id.in_(candidates.scalar_subquery()), due)
+        .values(leased_until=leased_until, attempts=N.attempts + 1)
+        .returning(*notifications.c)
+    )
+    return [dict(row._mapping) for row in rows]
+
+
+async def finish_notification(
+    conn: AsyncConnection,
+    notification_id: uuid.UUID,
+    *,
+    attempt: int,
+    sent: bool,
+    error: str | None,
+    next_attempt_at: datetime | None,
+    now: datetime,
+) -> None:
+    status = "SENT" if sent else ("PENDING" if next_attempt_at else "DEAD")
+    values: dict[str, Any] = {"status": status, "leased_until": None, "last_error": error}
+    if sent:
+        values["sent_at"] = now
+    if next_attempt_at:
+        values["next_attempt_at"] = next_attempt_at
+    await conn.execute(
+        update(notifications)
+        .where(N.id == notification_id, N.attempts == attempt, N.status == "PENDING")
+        .values(**values)
+    )
+
+
+async def notifications_for_task(conn: AsyncConnection, task_id: uuid.UUID) -> list[dict[str, Any]]:
+    rows = await conn.execute(
+        select(notifications).where(N.task_id == task_id).order_by(N.created_at, N.id)
+    )
+    return [dict(row._mapping) for row in rows]

@@ -1,0 +1,104 @@
+"""The notifier: sends the notification outbox over SMTP (``aiosmtplib``), at least once.
+
+Rows are leased while sent, so several notifiers never send one twice at the same time;
+a failure is retried on :data:`RETRY_SCHEDULE`, then the row is marked ``DEAD``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from email.message import EmailMessage
+from typing import Any
+
+import aiosmtplib
+import structlog
+
+from signoff.services.context import ServiceContext
+from signoff.store import waiting as store
+
+log = structlog.get_logger("signoff.notifier")
+
+#: Seconds before each attempt.
+RETRY_SCHEDULE: tuple[int, ...] = (0, 60, 300, 1800, 7200)
+LEASE_SECONDS = 120
+
+
+class Notifier:
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+        self.settings = context.settings
+
+    async def send_once(self) -> int:
+        """Send every due notification once; returns how many were attempted."""
+        if self.settings.smtp_host is None:
+            return 0
+        now = self.context.now()
+        async with self.context.database.transaction() as uow:
+            due = await store.claim_due_notifications(
+                uow.connection,
+                now=now,
+                leased_until=now + timedelta(seconds=LEASE_SECONDS),
+                limit=50,
+            )
+            await uow.commit()
+        for row in due:
+            await self._send(row)
+        return len(due)
+
+    async def _send(self, row: dict[str, Any]) -> None:
+        message = EmailMessage()
+        message["From"] = self.settings.smtp_from
+        message["To"] = row["email"]
+        message["Subject"] = row["subject"]
+        message["Message-ID"] = f"<{row['id']}@signoff>"
+        message.set_content(row["body"])
+        error = None
+        try:
+            await aiosmtplib.send(
+                message,
+                hostname=self.settings.smtp_host,
+                port=self.settings.smtp_port,
+                username=self.settings.smtp_username,
+                password=self.settings.smtp_password,
+                use_tls=self.settings.smtp_tls,
+                timeout=30,
+            )
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        now = self.context.now()
+        attempt = int(row["attempts"])
+        next_at = None
+        if error is not None and attempt < len(RETRY_SCHEDULE):
+            next_at = now + timedelta(seconds=RETRY_SCHEDULE[attempt])
+        async with self.context.database.transaction() as uow:
+            await store.finish_notification(
+                uow.connection,
+                row["id"],
+                attempt=attempt,
+                sent=error is None,
+                error=error,
+                next_attempt_at=next_at,
+                now=now,
+            )
+            await uow.commit()
+        log.info(
+            "notification.attempt",
+            notification_id=str(row["id"]),
+            task_id=str(row["task_id"]),
+            error=error,
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                sent = await self.send_once()
+            except Exception:  # the loop must outlive a database hiccup
+                log.exception("notifier.iteration_failed")
+                sent = 0
+            if not sent:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        stop.wait(), timeout=self.settings.dispatcher_poll_seconds
+                    )

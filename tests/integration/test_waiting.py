@@ -1,0 +1,452 @@
+"""Durable waiting (seed 004): deadlines, escalation levels, a replica-safe sweeper,
+notifications over real SMTP, resume links, cancellation. Time moves by the test clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from signoff.domain.clock import ManualClock
+from signoff.domain.tasks import Task
+from signoff.services.context import ServiceContext
+from signoff.settings import Settings
+from signoff.store.database import Database, create_engine
+from signoff.workers.dispatcher import Dispatcher
+from signoff.workers.notifier import Notifier
+from signoff.workers.sweeper import Sweeper
+from tests.mailbox import Mailbox
+from tests.receiver import Receiver
+from tests.support import Client, LiveServer, escalation, live_server
+
+PUBLIC = "http://signoff.test"
+POLICY = {
+    "name": "three-steps",
+    "levels": [
+        {"after_seconds": 60, "action": "remind", "notify": ["group:reviewers"]},
+        {
+            "after_seconds": 60,
+            "action": "reassign",
+            "assign_group": "supervisors",
+            "notify": ["group:supervisors"],
+        },
+        {"after_seconds": 60, "action": "expire", "notify": []},
+    ],
+}
+SUMMARY = {
+    "recommendation": "REJECT",
+    "rationale": "Counterparty country is on the watch list.",
+    "risks": ["sanctions exposure"],
+    "evidence_links": ["https://evidence.example/aml-04"],
+    "generated_by": "risk-agent v2",
+}
+
+
+async def _with_context(
+    settings: Settings, clock: ManualClock, work: Callable[[ServiceContext], Any]
+) -> Any:
+    database = Database(create_engine(settings))
+    try:
+        return await work(ServiceContext(database=database, settings=settings, clock=clock))
+    finally:
+        await database.dispose()
+
+
+def sweep(
+    server: LiveServer, *, sweepers: int = 1, after_each: Callable[[Task], None] | None = None
+) -> int:
+    async def work(context: ServiceContext) -> int:
+        counts = await asyncio.gather(
+            *(Sweeper(context, after_each=after_each).sweep_once() for _ in range(sweepers))
+        )
+        return sum(counts)
+
+    return int(asyncio.run(_with_context(server.settings, server.clock, work)))
+
+
+def send_mail(server: LiveServer) -> int:
+    return int(
+        asyncio.run(_with_context(server.settings, server.clock, lambda c: Notifier(c).send_once()))
+    )
+
+
+def deliver(server: LiveServer) -> int:
+    return int(
+        asyncio.run(
+            _with_context(server.settings, server.clock, lambda c: Dispatcher(c).run_once())
+        )
+    )
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Mailbox]:
+    with Mailbox() as box:
+        yield box
+
+
+@pytest.fixture
+def waiting(make_settings, clock: ManualClock, mailbox: Mailbox) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
+    settings = make_settings(
+        run_workers=False,
+        smtp_host="127.0.0.1",
+        smtp_port=mailbox.port,
+        public_base_url=PUBLIC,
+        secret_key="test-secret-key-for-csrf",
+        webhook_allow_private_networks=True,
+        webhook_retry_jitter=0,
+    )
+    with live_server(settings, clock) as server:
+        with server.admin() as admin:
+            assert admin.post("/escalation-policies", json=POLICY).status_code == 201
+        yield server
+
+
+def person(server: LiveServer, role: str, principal: str, groups: list[str]) -> Client:
+    with server.admin() as admin:
+        response = admin.post(
+            "/api-keys",
+            json={
+                "role": role,
+                "principal_id": principal,
+                "groups": groups,
+                "email": f"{principal}@example.org",
+            },
+        )
+    assert response.status_code == 201, response.text
+    return server.client(response.json()["key"], principal)
+
+
+def links_in(mailbox: Mailbox, address: str) -> list[str]:
+    return [
+        link
+        for message in mailbox.to(address)
+        for link in re.findall(re.escape(PUBLIC) + r"/r/[A-Za-z0-9_-]+", Mailbox.body(message))
+    ]
+
+
+def local(server: LiveServer, link: str) -> str:
+    return link.replace(PUBLIC, server.base_url)
+
+
+def waiting_task(server: LiveServer, producer: Client, **extra: Any) -> dict[str, Any]:
+    body = escalation(policy="three-steps", assigned_group="reviewers", summary=SUMMARY, **extra)
+    response = producer.escalate(body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def events(client: Client, task_id: str) -> list[dict[str, Any]]:
+    return list(client.get(f"/tasks/{task_id}/events").json()["items"])
+
+
+def test_a_task_walks_remind_reassign_expire(waiting: LiveServer, mailbox: Mailbox) -> None:
+    server = waiting
+    producer = server.new_client("producer", "aml-bot")
+    alice = person(server, "reviewer", "alice", ["reviewers"])
+    sam = person(server, "supervisor", "sam", ["supervisors"])
+    with server.admin() as admin:
+        hook = Receiver().__enter__()
+        admin.post(
+            "/webhook-endpoints",
+            json={"url": hook.url, "event_types": ["task.expired", "task.escalated"]},
+        )
+    task = waiting_task(server, producer)
+    assert (task["escalation_level"], task["policy"], task["assigned_group"]) == (
+        0,
+        "three-steps",
+        "reviewers",
+    )
+    assert task["summary"]["label"].startswith("AI recommendation")
+    assert sweep(server) == 0
+
+    # Level 1: a reminder reaches the reviewers' real SMTP inbox, with a decision link.
+    server.clock.advance(60)
+    assert sweep(server) == 1
+    send_mail(server)
+    reminder = mailbox.to("alice@example.org")[-1]
+    body = Mailbox.body(reminder)
+    assert "Reminder" in reminder["Subject"]
+    assert "AI recommendation (a person decides): REJECT" in body
+    assert "Evaluator confidence 0.41 against threshold 0.85" in body
+    assert "sanctions exposure" in body
+    assert "amount: 12500.00" in body
+    alice_link = links_in(mailbox, "alice@example.org")[-1]
+    shown = alice.get(f"/tasks/{task['id']}").json()
+    assert shown["escalation_level"] == 1
+
+    # Level 2: reassigned to the supervisors; out of the reviewers' reach, in sam's claim-next.
+    server.clock.advance(60)
+    assert sweep(server) == 1
+    assert alice.get(f"/tasks/{task['id']}").json()["assigned_group"] == "supervisors"
+    assert alice.post("/tasks/claim-next").status_code == 204
+    assert alice.claim(task["id"]).json()["error_code"] == "ERR_NOT_IN_GROUP"
+    assert httpx.get(local(server, alice_link)).status_code == 410  # reassignment revoked it
+    grant = sam.post("/tasks/claim-next").json()
+    assert grant["id"] == task["id"]
+    sam.release(task["id"], grant["lease_token"])
+    send_mail(server)
+    assert links_in(mailbox, "sam@example.org")
+
+    # Level 3: expired; task.expired delivered once; a late decision is refused.
+    server.clock.advance(60)
+    assert sweep(server) == 1
+    assert sweep(server) == 0
+    while deliver(server):  # a task's events go out one at a time, in order
+        pass
+    kinds = [json.loads(r.body)["type"] for r in hook.received]
+    assert kinds == ["task.escalated", "task.escalated", "task.expired"]
+    hook.__exit__(None, None, None)
+    expired = alice.get(f"/tasks/{task['id']}").json()
+    assert (expired["status"], expired["deadline_at"]) == ("EXPIRED", None)
+    late = sam.claim(task["id"])
+    assert (late.status_code, late.json()["error_code"]) == (409, "ERR_TASK_EXPIRED")
+    trail = [(e["type"], e["details"].get("level")) for e in events(sam, task["id"])]
+    assert trail == [
+        ("task.created", None),
+        ("task.escalated", 1),
+        ("task.escalated", 2),
+        ("task.claimed", None),
+        ("task.released", None),
+        ("task.expired", 3),
+    ]
+
+
+def test_a_resolve_after_expiry_is_refused_and_changes_nothing(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    token = alice.claim(task["id"]).json()["lease_token"]
+    waiting.clock.advance(180)
+    while sweep(waiting):  # one level per task per sweep
+        pass
+    refused = alice.resolve(task["id"], token)
+    assert (refused.status_code, refused.json()["error_code"]) == (409, "ERR_TASK_EXPIRED")
+    assert alice.get(f"/tasks/{task['id']}").json()["decision"] is None
+
+
+def test_two_sweepers_apply_each_level_once(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    ids = [waiting_task(waiting, producer)["id"] for _ in range(8)]
+    for _ in range(3):
+        waiting.clock.advance(60)
+        sweep(waiting, sweepers=2)
+    with waiting.admin() as admin:
+        for task_id in ids:
+            levels = Counter(
+                e["details"].get("level")
+                for e in events(admin, task_id)
+                if e["actor_id"] == "signoff-sweeper"
+            )
+            assert levels == {1: 1, 2: 1, 3: 1}, task_id
+    assert waiting.count("outbox_events", event_type="task.expired") == 8
+
+
+def test_a_sweeper_killed_mid_batch_leaves_each_level_to_be_applied_once(
+    waiting: LiveServer,
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    ids = [waiting_task(waiting, producer)["id"] for _ in range(4)]
+    waiting.clock.advance(60)
+    applied: list[str] = []
+
+    def crash_after_two(task: Task) -> None:
+        applied.append(str(task.id))
+        if len(applied) == 2:
+            raise RuntimeError("sweeper killed mid-batch")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        sweep(waiting, after_each=crash_after_two)
+    assert waiting.count("task_events", event_type="task.escalated") == 0  # the batch rolled back
+    assert sweep(waiting) == 4
+    assert sweep(waiting) == 0
+    assert waiting.count("task_events", event_type="task.escalated") == 4
+    assert set(ids) == {
+        str(r["task_id"]) for r in waiting.rows("task_events", event_type="task.escalated")
+    }
+
+
+@pytest.fixture
+def expire_only(waiting: LiveServer) -> LiveServer:
+    with waiting.admin() as admin:
+        policy = {"name": "expire-only", "levels": [{"after_seconds": 60, "action": "expire"}]}
+        assert admin.post("/escalation-policies", json=policy).status_code == 201
+    return waiting
+
+
+def test_a_click_racing_the_final_expiry_is_recorded_once(
+    expire_only: LiveServer, mailbox: Mailbox
+) -> None:
+    server = expire_only
+    producer = server.new_client("producer", "bot")
+    person(server, "reviewer", "alice", ["reviewers"])
+    ids = []
+    for _ in range(6):
+        response = producer.escalate(escalation(policy="expire-only", assigned_group="reviewers"))
+        ids.append(response.json()["id"])
+    send_mail(server)
+    links = links_in(mailbox, "alice@example.org")
+    assert len(links) == 6
+    server.clock.advance(60)
+    results: list[int] = []
+
+    def click(link: str) -> None:
+        results.append(
+            httpx.post(local(server, link), json={"decision": "APPROVED"}, timeout=30).status_code
+        )
+
+    threads = [threading.Thread(target=click, args=(link,)) for link in links]
+    for thread in threads:
+        thread.start()
+    sweep(server)
+    for thread in threads:
+        thread.join()
+    assert set(results) <= {200, 410}
+    with server.admin() as admin:
+        for task_id in ids:
+            trail = [e["type"] for e in events(admin, task_id)]
+            outcomes = [t for t in trail if t in ("task.resolved", "task.expired")]
+            assert len(outcomes) == 1, trail
+            status = admin.get(f"/tasks/{task_id}").json()["status"]
+            assert status == {"task.resolved": "RESOLVED", "task.expired": "EXPIRED"}[outcomes[0]]
+
+
+def test_links_decide_once_and_get_never_changes_state(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    bob = person(waiting, "reviewer", "bob", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    url = local(waiting, link)
+    page = httpx.get(url)
+    assert page.status_code == 200
+    for text in ("Approve", "AI recommendation", "alice"):
+        assert text in page.text
+    for _ in range(3):
+        httpx.get(url)
+    assert producer.get(f"/tasks/{task['id']}").json()["version"] == 1  # GETs changed nothing
+
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+    forged = httpx.post(url, data={"csrf": "0" * 64, "decision": "APPROVED"})
+    assert forged.status_code == 403
+    as_bob = httpx.post(
+        url, json={"decision": "APPROVED"}, headers={"Authorization": f"Bearer {bob.key}"}
+    )
+    assert (as_bob.status_code, as_bob.json()["error_code"]) == (403, "ERR_FORBIDDEN")
+    first = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED"})
+    assert first.status_code == 200
+    assert "Recorded: REJECTED" in first.text
+    second = httpx.post(url, data={"csrf": csrf, "decision": "APPROVED"})
+    assert second.status_code == 200
+    assert "already recorded: REJECTED" in second.text
+    again = httpx.post(url, json={"decision": "APPROVED"})
+    assert again.json()["state"] == "decided"
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["decision"], shown["operator_id"]) == ("REJECTED", "alice")
+    assert [e["type"] for e in events(producer, task["id"])].count("task.resolved") == 1
+    assert httpx.get(f"{waiting.base_url}/r/forged-token-that-does-not-exist").status_code == 404
+    assert (
+        httpx.post(f"{waiting.base_url}/r/forged-token", json={"decision": "APPROVED"}).status_code
+        == 404
+    )
+
+
+def test_links_stop_working_after_expiry_or_cancellation(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    withdrawn = waiting_task(waiting, producer)
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    cancelled = producer.post(f"/tasks/{withdrawn['id']}/cancel")
+    assert cancelled.json()["status"] == "CANCELLED"
+    assert httpx.get(local(waiting, link)).status_code == 410
+    assert httpx.post(local(waiting, link), json={"decision": "APPROVED"}).status_code == 410
+    refused = alice.claim(withdrawn["id"])
+    assert (refused.status_code, refused.json()["error_code"]) == (409, "ERR_TASK_CANCELLED")
+    assert producer.post(f"/tasks/{withdrawn['id']}/cancel").status_code == 409
+    waiting.clock.advance(600)
+    assert sweep(waiting) == 0  # a cancelled task gets no further reminders
+    assert producer.get(f"/tasks/{withdrawn['id']}").json()["escalation_level"] == 0
+
+
+def test_a_resolved_task_gets_no_further_reminders(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    alice.resolve(task["id"], alice.claim(task["id"]).json()["lease_token"])
+    waiting.clock.advance(600)
+    assert sweep(waiting) == 0
+
+
+def test_self_approval_by_link_is_impossible(waiting: LiveServer, mailbox: Mailbox) -> None:
+    producer = waiting.new_client("producer", "alice")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    waiting_task(waiting, producer)
+    send_mail(waiting)
+    assert links_in(mailbox, "alice@example.org") == []  # the producer is never sent a link
+
+
+def test_deadlines_come_from_the_request_or_the_policy(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    own = producer.escalate(
+        escalation(review_deadline="2026-12-01T00:00:00+00:00", policy="three-steps")
+    ).json()
+    assert own["deadline_at"] == "2026-12-01T00:00:00.000000Z"
+    default = producer.escalate(escalation()).json()
+    assert (default["policy"], default["deadline_at"]) == ("default", "2026-12-01T12:00:00.000000Z")
+    unknown = producer.escalate(escalation(policy="nope"))
+    assert (unknown.status_code, unknown.json()["error_code"]) == (422, "ERR_UNKNOWN_POLICY")
+    both = producer.escalate(
+        escalation(deadline="2026-12-01T00:00:00Z", review_deadline="2026-12-01T00:00:00Z")
+    )
+    assert both.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "levels",
+    [
+        [{"after_seconds": 60, "action": "remind"}],
+        [{"after_seconds": 60, "action": "expire"}, {"after_seconds": 60, "action": "expire"}],
+        [{"after_seconds": 0, "action": "expire"}],
+        [{"after_seconds": 60, "action": "reassign"}, {"after_seconds": 60, "action": "expire"}],
+        [
+            {"after_seconds": 60, "action": "remind", "notify": ["everyone"]},
+            {"after_seconds": 1, "action": "expire"},
+        ],
+        [],
+    ],
+)
+def test_policies_that_could_wait_forever_or_make_no_sense_are_refused(
+    waiting: LiveServer, levels
+) -> None:
+    with waiting.admin() as admin:
+        response = admin.post("/escalation-policies", json={"name": "bad", "levels": levels})
+    assert response.status_code == 422
+    assert response.json()["errors"]
+
+
+def test_policies_are_managed_by_admins(waiting: LiveServer) -> None:
+    with waiting.admin() as admin:
+        assert admin.post("/escalation-policies", json=POLICY).status_code == 409
+        changed = {**POLICY, "levels": POLICY["levels"][-1:]}
+        assert admin.put("/escalation-policies/three-steps", json=changed).status_code == 200
+        assert (
+            admin.get("/escalation-policies/three-steps").json()["levels"] == POLICY["levels"][-1:]
+        )
+        names = [p["name"] for p in admin.get("/escalation-policies").json()["items"]]
+        assert names == ["default", "three-steps"]
+        assert admin.delete("/escalation-policies/three-steps").status_code == 204
+        assert admin.delete("/escalation-policies/three-steps").status_code == 404
+    with waiting.new_client("supervisor") as supervisor:
+        assert supervisor.post("/escalation-policies", json=POLICY).status_code == 403
