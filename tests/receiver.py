@@ -22,6 +22,10 @@ class Answer:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_seconds: float = 0.0
+    trickle_bytes: int = 0
+    """Send the body one byte every 0.5 s after the headers (a slow-loris answer)."""
+    hold: threading.Event | None = None
+    """Answer only once this is set."""
 
 
 class Receiver:
@@ -41,12 +45,24 @@ class Receiver:
                     answer = receiver.script.popleft() if receiver.script else Answer()
                 if answer.delay_seconds:
                     time.sleep(answer.delay_seconds)
+                if answer.hold is not None:
+                    answer.hold.wait(timeout=60)
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
-                self.send_header("content-length", "2")
+                length = answer.trickle_bytes or 2
+                self.send_header("content-length", str(length))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                if not answer.trickle_bytes:
+                    self.wfile.write(b"ok")
+                    return
+                for _ in range(answer.trickle_bytes):
+                    try:
+                        self.wfile.write(b".")
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the sender gave up
+                    time.sleep(0.5)
 
             def log_message(self, *_args: Any) -> None:
                 pass

@@ -10,16 +10,16 @@ import structlog
 
 
 def configure_logging(level: str = "info") -> None:
+    on_terminal = sys.stderr.isatty()
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer()
-        if sys.stderr.isatty()
-        else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer() if on_terminal else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *([] if on_terminal else [structlog.processors.format_exc_info]),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

@@ -28,6 +28,8 @@ class VettedUrl:
 
     url: str
     host: str
+    host_header: str
+    """``Host`` as the URL names it (with a non-default port)."""
     address: str
     pinned_url: str
 
@@ -41,9 +43,35 @@ def forbidden(url: str, reason: str) -> Unprocessable:
     )
 
 
+#: IPv6 ranges that carry an IPv4 address in their low 32 bits (NAT64, RFC 6052 and
+#: RFC 8215; SIIT, RFC 6145; IPv4-compatible, RFC 4291): judged by the IPv4 they carry.
+EMBEDDING_V4 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+    ipaddress.IPv6Network("::/96"),
+)
+
+
+def _embedded_v4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if any(address in network for network in EMBEDDING_V4):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def is_public(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return is_public(address.ipv4_mapped)
+    """A public unicast address, judging IPv6 forms that embed an IPv4 address (mapped,
+    compatible, NAT64, SIIT, 6to4, Teredo) by the IPv4 address they carry."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_v4(address)
+        if embedded is not None:
+            return is_public(embedded)
     return address.is_global and not address.is_multicast
 
 
@@ -59,9 +87,12 @@ async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
     if parts.username or parts.password:
         raise forbidden(url, "must not carry credentials")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        given_port = parts.port
     except ValueError:
         raise forbidden(url, "has an invalid port") from None
+    if given_port == 0:
+        raise forbidden(url, "has an invalid port")
+    port = given_port or (443 if parts.scheme == "https" else 80)
     host = parts.hostname
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -78,4 +109,9 @@ async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
     literal = f"[{chosen}]" if chosen.version == 6 else str(chosen)
     netloc = f"{literal}:{port}"
     pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-    return VettedUrl(url=url, host=host, address=str(chosen), pinned_url=pinned)
+    default_port = 443 if parts.scheme == "https" else 80
+    shown_host = f"[{host}]" if ":" in host else host
+    host_header = shown_host if port == default_port else f"{shown_host}:{port}"
+    return VettedUrl(
+        url=url, host=host, host_header=host_header, address=str(chosen), pinned_url=pinned
+    )

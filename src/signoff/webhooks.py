@@ -61,32 +61,37 @@ def signature_headers(
 
 
 def verify(
-    headers: Mapping[str, str], raw_body: bytes, secret: str, tolerance_seconds: int = 300
+    headers: Mapping[str, str],
+    raw_body: bytes,
+    secret: str,
+    tolerance_seconds: int = 300,
+    *,
+    allow_body_only_signature: bool = False,
 ) -> None:
     """Check a delivery's signature, in constant time.
 
-    Accepts either scheme: Standard Webhooks (``webhook-id``/``-timestamp``/``-signature``,
-    timestamp within ``tolerance_seconds`` of now, seconds) or, when those headers are
-    absent, ``X-Signature-256`` (which carries no timestamp: pair it with deduplication on
-    the event id). Header names are matched case-insensitively.
+    By default the Standard Webhooks scheme is required: ``webhook-id``,
+    ``webhook-timestamp`` (within ``tolerance_seconds`` of now, in seconds) and
+    ``webhook-signature``, which signs the id and timestamp too, so a captured delivery
+    cannot be replayed later. ``allow_body_only_signature=True`` also accepts
+    ``X-Signature-256`` alone (GitHub's scheme), which signs only the body and so cannot
+    prove freshness: receivers that use it must deduplicate on the event id in the body.
+    Header names are matched case-insensitively.
 
     Raises:
-        WebhookVerificationError: the signature does not match, or the timestamp is stale.
+        WebhookVerificationError: the signature does not match, the timestamp is stale, or
+            the required scheme is missing.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     if "webhook-signature" in lowered:
         timestamp = lowered.get("webhook-timestamp", "")
         if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > tolerance_seconds:
             raise WebhookVerificationError("stale or missing webhook-timestamp")
-        Webhook(secret).verify(
-            raw_body,
-            {
-                k: lowered[k]
-                for k in ("webhook-id", "webhook-timestamp", "webhook-signature")
-                if k in lowered
-            },
-        )
+        names = ("webhook-id", "webhook-timestamp", "webhook-signature")
+        Webhook(secret).verify(raw_body, {k: lowered[k] for k in names if k in lowered})
         return
+    if not allow_body_only_signature:
+        raise WebhookVerificationError("webhook-signature is required")
     given = lowered.get("x-signature-256", "")
     if not hmac.compare_digest(given.encode(), x_signature_256(secret, raw_body).encode()):
         raise WebhookVerificationError("X-Signature-256 does not match")

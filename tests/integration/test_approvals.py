@@ -388,3 +388,66 @@ def test_only_the_owning_producer_revises_or_executes(server, producer, editor) 
         assert revise(other, task["id"], 1, SUBJECT).status_code == 404
         assert execute(other, task["id"], 1, digest).status_code == 404
     assert execute(editor, task["id"], 1, digest).status_code == 403
+
+
+def test_concurrent_action_reports_complete_the_execution(server, producer, editor) -> None:
+    actions = [{"id": f"step-{i}"} for i in range(6)]
+    task = new_subject_task(producer, {"title": "many", "actions": actions})
+    digest = decide(editor, task["id"]).json()["digest"]
+    execute(producer, task["id"], 1, digest)
+
+    async def report() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {producer.key}"}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=headers) as c:
+            return await asyncio.gather(
+                *(
+                    c.post(
+                        f"/tasks/{task['id']}/actions/{a['id']}/complete",
+                        json={"operation_id": a["id"]},
+                    )
+                    for a in actions
+                )
+            )
+
+    assert {r.status_code for r in asyncio.run(report())} == {200}
+    assert producer.get(f"/tasks/{task['id']}").json()["execution_status"] == "COMPLETED"
+
+
+def test_policies_never_let_actions_or_sources_change_unseen(producer, editor) -> None:
+    assert producer.escalate(escalation(subject=SUBJECT, material_paths=[])).status_code == 422
+    task = new_subject_task(producer, material_paths=["/body"])
+    decide(editor, task["id"])
+    swapped = SUBJECT | {"actions": [{"id": "wire_funds"}]}
+    moved = revise(producer, task["id"], 1, swapped).json()
+    assert (moved["status"], moved["approved_revision"]) == ("PENDING_REVIEW", None)
+    other = new_subject_task(producer, material_paths=["/body"])
+    decide(editor, other["id"])
+    resourced = revise(
+        producer, other["id"], 1, SUBJECT, source_revisions=["S01:r8", "S02:r2"]
+    ).json()
+    assert resourced["status"] == "PENDING_REVIEW"
+    shown = editor.get(f"/tasks/{other['id']}").json()
+    assert shown["material_paths"] == ["/body"]
+
+
+@pytest.mark.parametrize(
+    "path", ["revisions/2147483648", "diff?from=1&to=2147483648", "revisions/99999999999999999999"]
+)
+def test_revision_numbers_beyond_32_bits_are_refused_not_crashed(producer, path) -> None:
+    task = new_subject_task(producer)
+    response = producer.get(f"/tasks/{task['id']}/{path}")
+    assert response.status_code == 422
+
+
+def test_oversized_numbers_in_approval_bodies_are_refused(producer, editor) -> None:
+    assert (
+        producer.escalate(escalation(subject=SUBJECT, approval_ttl_seconds=2**31)).status_code
+        == 422
+    )
+    task = new_subject_task(producer)
+    assert execute(producer, task["id"], 2**31, task["digest"]).status_code == 422
+    token = editor.claim(task["id"]).json()["lease_token"]
+    huge = editor.resolve(
+        task["id"], token, {"decision": "APPROVED", "revision": 2**31, "digest": task["digest"]}
+    )
+    assert huge.status_code == 422

@@ -90,7 +90,10 @@ def test_the_resolved_callback_reaches_a_real_receiver_signed_both_ways(hooks, r
     assert request.headers["X-Signature-256"] == expected
     Webhook(secret).verify(request.body, request.headers)  # the standardwebhooks library
     verify(request.headers, request.body, secret)  # our helper, Standard Webhooks scheme
-    verify({"X-Signature-256": expected}, request.body, secret)  # our helper, GitHub scheme
+    github_only = {"X-Signature-256": expected}
+    with pytest.raises(WebhookVerificationError):  # no timestamp: replayable, so opt-in only
+        verify(github_only, request.body, secret)
+    verify(github_only, request.body, secret, allow_body_only_signature=True)
     with pytest.raises(WebhookVerificationError):
         verify(request.headers, request.body + b" ", secret)
     assert dispatch(hooks) == 0  # delivered once
@@ -240,6 +243,12 @@ def test_two_dispatchers_never_send_an_attempt_twice(hooks, receiver) -> None:
         "http://[::ffff:169.254.169.254]/",
         "ftp://example.com/",
         "http://user:pw@8.8.8.8/",
+        "http://[::127.0.0.1]/",
+        "http://[::ffff:0:7f00:1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://[64:ff9b:1::a00:1]/",
+        "http://[2002:c0a8:101::1]/",
+        "http://8.8.8.8:0/",
     ],
 )
 def test_the_ssrf_guard_refuses_non_public_targets(server: LiveServer, url: str) -> None:
@@ -386,3 +395,52 @@ def test_postgresql_wakes_an_idle_dispatcher_without_polling(
         while not receiver.received and time.monotonic() < deadline:
             time.sleep(0.01)
     assert len(receiver.received) == 1
+
+
+def test_the_host_header_names_the_port(hooks, receiver) -> None:
+    register(hooks, receiver.url, event_types=["task.created"])
+    with hooks.new_client("producer") as producer:
+        producer.escalate(escalation())
+    dispatch(hooks)
+    (request,) = receiver.received
+    assert request.headers["Host"] == receiver.url.removeprefix("http://")
+
+
+def test_a_trickling_answer_is_a_timeout_not_a_success(make_settings, clock, receiver) -> None:
+    settings = make_settings(
+        run_workers=False,
+        webhook_allow_private_networks=True,
+        webhook_retry_jitter=0,
+        webhook_timeout_seconds=1,
+    )
+    with live_server(settings, clock) as server:
+        register(server, receiver.url, event_types=["task.created"])
+        receiver.answer(Answer(200, trickle_bytes=20))  # ten seconds of body, one byte at a time
+        with server.new_client("producer") as producer:
+            producer.escalate(escalation())
+        dispatch(server)
+        (delivery,) = server.rows("webhook_deliveries")
+    assert (delivery["status"], delivery["last_error"]) == ("PENDING", "timeout")
+
+
+def test_one_slow_receiver_does_not_hold_up_another(make_settings, clock) -> None:
+    import threading
+    import time
+
+    release = threading.Event()
+    settings = make_settings(webhook_allow_private_networks=True, dispatcher_poll_seconds=0.05)
+    with Receiver() as slow, Receiver() as fast, live_server(settings, clock) as server:
+        slow.answer(Answer(200, hold=release))
+        register(server, slow.url, event_types=["task.created"], entity_types=["slow"])
+        register(server, fast.url, event_types=["task.created"], entity_types=["fast"])
+        with server.new_client("producer") as producer:
+            producer.escalate(escalation(entity_type="slow"))
+            deadline = time.monotonic() + 20
+            while not slow.received and time.monotonic() < deadline:
+                time.sleep(0.02)
+            producer.escalate(escalation(entity_type="fast"))
+            while not fast.received and time.monotonic() < deadline:
+                time.sleep(0.02)
+        reached_fast_while_slow_held = bool(fast.received) and not release.is_set()
+        release.set()
+    assert reached_fast_while_slow_held

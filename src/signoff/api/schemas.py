@@ -20,6 +20,10 @@ def _no_nul(value: str | None) -> str | None:
     return value
 
 
+#: Revision numbers are 32-bit integers in the database.
+MAX_REVISION = 2**31 - 1
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,7 +51,10 @@ class ResolveRequest(_Strict):
         default=None, description="Must equal the caller's principal id."
     )
     revision: int | None = Field(
-        default=None, ge=1, description="Required on a task with a subject: the revision reviewed."
+        default=None,
+        ge=1,
+        le=MAX_REVISION,
+        description="Required on a task with a subject: the revision reviewed.",
     )
     digest: str | None = Field(
         default=None, pattern="^[a-f0-9]{64}$", description="That revision's digest (seed 003)."
@@ -107,6 +114,9 @@ class TaskOut(BaseModel):
     resolved_at: str | None
     current_revision: int | None = Field(description="Subject revision; also the ETag.")
     digest: str | None = Field(description="SHA-256 of the current revision's RFC 8785 form.")
+    material_paths: list[str] | None = Field(
+        description="Policy the approval is carried forward under (null: every change is material)."
+    )
     approved_revision: int | None
     approved_digest: str | None
     approval_expires_at: str | None
@@ -170,13 +180,26 @@ class CreateWebhookEndpointRequest(_Strict):
     entity_types: list[str] | None = Field(default=None, description="None: every entity type.")
     description: str | None = Field(default=None, max_length=1000)
 
+    _nul = field_validator("url", "description")(_no_nul)
+
 
 class UpdateWebhookEndpointRequest(_Strict):
+    """Only the fields sent change; ``url`` and ``enabled`` may not be null."""
+
     url: str | None = Field(default=None, min_length=1, max_length=2048)
     enabled: bool | None = None
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
     description: str | None = Field(default=None, max_length=1000)
+
+    _nul = field_validator("url", "description")(_no_nul)
+
+    @field_validator("url", "enabled")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("may not be null")
+        return value
 
 
 class WebhookEndpointOut(BaseModel):
@@ -237,7 +260,7 @@ class ReviseSubjectRequest(_Strict):
 
 
 class ExecuteRequest(_Strict):
-    revision: int = Field(ge=1)
+    revision: int = Field(ge=1, le=MAX_REVISION)
     digest: str = Field(pattern="^[a-f0-9]{64}$")
     operation_id: str = Field(min_length=1, max_length=255)
 

@@ -49,8 +49,12 @@ SUBJECT_FIELDS_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {"type": "string", "minLength": 1, "maxLength": 255},
         },
-        "material_paths": {"type": "array", "items": {"type": "string", "pattern": "^(/.*)?$"}},
-        "approval_ttl_seconds": {"type": "integer", "minimum": 1},
+        "material_paths": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "pattern": "^(/.*)?$"},
+        },
+        "approval_ttl_seconds": {"type": "integer", "minimum": 1, "maximum": 315360000},
     },
 }
 
@@ -197,9 +201,14 @@ def structured_diff(
     return result
 
 
+#: Always material, whatever the task's policy: the actions an approval allows.
+ALWAYS_MATERIAL = ("/actions",)
+
+
 def is_material(pointer: str, material_paths: Sequence[str] | None) -> bool:
     """A change is material unless ``material_paths`` is set and no material path is the
-    changed path, inside it, or contains it."""
+    changed path, inside it, or contains it. ``/actions`` is always material: the policy
+    may relax what needs re-reading, never what the approval lets the executor do."""
     if material_paths is None:
         return True
     return any(
@@ -208,7 +217,7 @@ def is_material(pointer: str, material_paths: Sequence[str] | None) -> bool:
         or m.startswith(pointer + "/")
         or m == ""
         or pointer == ""
-        for m in material_paths
+        for m in (*material_paths, *ALWAYS_MATERIAL)
     )
 
 
@@ -223,7 +232,9 @@ class RevisionEffect(StrEnum):
     """The reviewer asked for a revision: here it is, back to review."""
 
 
-def revision_effect(task: Task, paths: Sequence[str], now: datetime) -> RevisionEffect:
+def revision_effect(
+    task: Task, paths: Sequence[str], now: datetime, *, sources_changed: bool = False
+) -> RevisionEffect:
     """What a new revision does to ``task``, by state (seed 003).
 
     Raises:
@@ -241,7 +252,8 @@ def revision_effect(task: Task, paths: Sequence[str], now: datetime) -> Revision
     if task.decision == Decision.REVISION_REQUESTED.value:
         return RevisionEffect.REOPEN_FOR_REVISION
     if task.decision == Decision.APPROVED.value:
-        if any(is_material(p, task.material_paths) for p in paths):
+        # Seed 003: changed sources need a human to re-check, even if the text did not move.
+        if sources_changed or any(is_material(p, task.material_paths) for p in paths):
             return RevisionEffect.INVALIDATE_APPROVAL
         return RevisionEffect.CARRY_FORWARD
     raise Conflict(

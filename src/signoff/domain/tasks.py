@@ -133,6 +133,7 @@ def task_view(task: Task, now: datetime) -> dict[str, Any]:
         "resolved_at": rfc3339(task.resolved_at),
         "current_revision": task.current_revision,
         "digest": task.digest,
+        "material_paths": task.material_paths,
         "approved_revision": task.approved_revision,
         "approved_digest": task.approved_digest,
         "approval_expires_at": rfc3339(task.approval_expires_at),

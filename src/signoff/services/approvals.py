@@ -3,7 +3,7 @@ the execution gate, per-action completion, source revocation, revision history."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from signoff.domain.digests import json_digest
@@ -72,7 +72,8 @@ async def _producer_task(ctx: ServiceContext, principal: Principal, raw_task_id:
 async def revise_subject(
     ctx: ServiceContext, principal: Principal, raw_task_id: str, *, if_match: str | None, body: Any
 ) -> Task:
-    """Store a new revision of the subject and apply its effect (seed 003):
+    """Store a new revision of the subject and apply its effect (seed 003). Omitting
+    ``source_revisions`` keeps the previous revision's sources.
 
     * in review: it becomes current (resolves naming the old one get ``ERR_STALE_REVISION``);
     * approved: the approval is invalidated and the task returns to review — unless the
@@ -112,7 +113,10 @@ async def revise_subject(
         previous = await store.find_revision(conn, task.id, expected)
         assert previous is not None  # revisions are immutable and never deleted
         paths = changed_paths(previous["subject"], proposal.subject)
-        effect = revision_effect(task, paths, now)
+        if "source_revisions" not in body:  # omitted: the sources did not change
+            proposal = replace(proposal, source_revisions=list(previous["source_revisions"]))
+        sources_changed = previous["source_revisions"] != proposal.source_revisions
+        effect = revision_effect(task, paths, now, sources_changed=sources_changed)
         step = transition(_ACTION_FOR[effect])
         revision = expected + 1
         if not await store.insert_revision(
@@ -152,6 +156,7 @@ async def revise_subject(
             "digest": digest,
             "previous_revision": expected,
             "changed_paths": paths,
+            "sources_changed": sources_changed,
             "effect": effect.value,
         }
         if effect is RevisionEffect.INVALIDATE_APPROVAL:
@@ -337,6 +342,9 @@ async def finish_action(
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         conn = uow.connection
+        # Concurrent reports for different actions must each see the others' results,
+        # or the overall status is computed from a stale snapshot and never completes.
+        await store.lock_task(conn, task.id)
         actions = {a["action_id"]: a for a in await store.list_actions(conn, task.id)}
         if action_id not in actions:
             raise NotFound(

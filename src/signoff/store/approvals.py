@@ -206,6 +206,12 @@ async def insert_actions(
     )
 
 
+async def lock_task(conn: AsyncConnection, task_id: uuid.UUID) -> None:
+    """Serialise writers of one task's execution (``SELECT … FOR UPDATE`` on PostgreSQL;
+    SQLite's ``BEGIN IMMEDIATE`` already serialises every writer)."""
+    await conn.execute(select(T.id).where(T.id == task_id).with_for_update())
+
+
 async def list_actions(conn: AsyncConnection, task_id: uuid.UUID) -> list[dict[str, Any]]:
     rows = await conn.execute(
         select(ACT.action_id, ACT.status, ACT.operation_id, ACT.result, ACT.updated_at)

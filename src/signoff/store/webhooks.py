@@ -340,18 +340,19 @@ async def list_deliveries(
     task_id: uuid.UUID | None = None,
     limit: int = 200,
 ) -> list[dict[str, Any]]:
-    """Deliveries (newest last) with every attempt: time, status code, latency, error."""
+    """The ``limit`` most recent deliveries (oldest of them first) with every attempt:
+    time, status code, latency, error."""
     statement = (
         select(webhook_deliveries, O.event_type)
         .join(outbox_events, O.id == D.event_id)
-        .order_by(D.created_at, D.task_version, D.id)
+        .order_by(D.created_at.desc(), D.task_version.desc(), D.id.desc())
         .limit(limit)
     )
     if endpoint_id is not None:
         statement = statement.where(D.endpoint_id == endpoint_id)
     if task_id is not None:
         statement = statement.where(D.task_id == task_id)
-    rows = (await conn.execute(statement)).all()
+    rows = list(reversed((await conn.execute(statement)).all()))
     if not rows:
         return []
     attempts: dict[uuid.UUID, list[dict[str, Any]]] = {row.id: [] for row in rows}

@@ -61,6 +61,11 @@ class Dispatcher:
 
     async def run_once(self) -> int:
         """Fan out new events, then send every due delivery once. Returns attempts made."""
+        claimed = await self._claim_round(self.settings.dispatcher_batch_size)
+        await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
+        return len(claimed)
+
+    async def _claim_round(self, limit: int) -> list[ClaimedDelivery]:
         now = self.context.now()
         async with self.context.database.transaction() as uow:
             await store.fan_out_outbox(
@@ -73,11 +78,10 @@ class Dispatcher:
                 owner=self.owner,
                 now=now,
                 leased_until=now + timedelta(seconds=self.settings.webhook_attempt_lease_seconds),
-                limit=self.settings.dispatcher_batch_size,
+                limit=limit,
             )
             await uow.commit()
-        await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
-        return len(claimed)
+        return claimed
 
     async def _deliver(self, delivery: ClaimedDelivery) -> None:
         attempted_at = self.context.now()
@@ -106,24 +110,41 @@ class Dispatcher:
         headers |= {
             "Content-Type": "application/json",
             "User-Agent": "Signoff-Webhooks/1",
-            "Host": target.host,
+            "Host": target.host_header,
         }
         extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
         try:
-            response = await self._client.post(
-                target.pinned_url, content=body, headers=headers, extensions=extensions
+            # One deadline for the whole attempt: httpx's timeout is per read, so a
+            # receiver trickling its answer could otherwise outlive the attempt's lease.
+            response = await asyncio.wait_for(
+                self._post(target.pinned_url, body, headers, extensions),
+                timeout=self.settings.webhook_timeout_seconds,
             )
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             return AttemptOutcome(status_code=None, error="timeout"), None
         except httpx.HTTPError as exc:
             return AttemptOutcome(
                 status_code=None, error=f"{type(exc).__name__}: {exc}"[:500]
             ), None
         retry_after = parse_retry_after(response.headers.get("retry-after"), self.context.now())
-        text = response.text[:MAX_STORED_RESPONSE]
+        text = response.content.decode("utf-8", "replace")[:MAX_STORED_RESPONSE]
         return AttemptOutcome(
             status_code=response.status_code, retry_after_seconds=retry_after
         ), text
+
+    async def _post(
+        self, url: str, body: bytes, headers: dict[str, str], extensions: dict[str, Any]
+    ) -> httpx.Response:
+        async with self._client.stream(
+            "POST", url, content=body, headers=headers, extensions=extensions
+        ) as response:
+            kept = b""
+            async for chunk in response.aiter_bytes():
+                kept += chunk[: MAX_STORED_RESPONSE - len(kept)]
+                if len(kept) >= MAX_STORED_RESPONSE:
+                    break  # the status is what matters; stop reading a large answer
+            response._content = kept
+            return response
 
     async def _record(
         self,
@@ -192,25 +213,46 @@ class Dispatcher:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Loop until ``stop`` is set; in-flight attempts finish before returning."""
+        """Loop until ``stop`` is set. Attempts run concurrently (up to
+        ``SIGNOFF_DISPATCHER_BATCH_SIZE``) and new work is claimed while others are in
+        flight, so one slow receiver never holds up the rest. On stop, the attempts in
+        flight finish and are recorded before this returns."""
         listener = await self._listen()
+        in_flight: set[asyncio.Task[None]] = set()
+        capacity = self.settings.dispatcher_batch_size
         try:
             while not stop.is_set():
                 # Clear before the round, not after: a notification that arrives while
                 # the round runs must still cut the next wait short.
                 self._wake.clear()
-                try:
-                    attempted = await self.run_once()
-                except Exception:  # the loop must outlive a database hiccup
-                    log.exception("dispatcher.iteration_failed")
-                    attempted = 0
-                if attempted == 0:
+                claimed: list[ClaimedDelivery] = []
+                if len(in_flight) < capacity:
+                    try:
+                        claimed = await self._claim_round(capacity - len(in_flight))
+                    except Exception:  # the loop must outlive a database hiccup
+                        log.exception("dispatcher.iteration_failed")
+                for delivery in claimed:
+                    attempt = asyncio.create_task(self._deliver(delivery))
+                    in_flight.add(attempt)
+                    attempt.add_done_callback(self._finished(in_flight))
+                if not claimed:
                     await self._idle(stop)
+            if in_flight:
+                await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
             if listener is not None:
                 with contextlib.suppress(Exception):
                     await listener.close()
             await self._client.aclose()
+
+    def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
+        def done(attempt: asyncio.Task[None]) -> None:
+            in_flight.discard(attempt)
+            if not attempt.cancelled() and attempt.exception() is not None:
+                log.error("dispatcher.attempt_failed", error=repr(attempt.exception()))
+            self._wake.set()  # a finished attempt may make a task's next event due
+
+        return done
 
     async def _idle(self, stop: asyncio.Event) -> None:
         waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from starlette.responses import Response
 
 from signoff.api.deps import (
@@ -17,6 +17,7 @@ from signoff.api.deps import (
     read_model,
 )
 from signoff.api.schemas import (
+    MAX_REVISION,
     ActionResultRequest,
     DiffOut,
     ExecuteRequest,
@@ -77,7 +78,12 @@ async def list_revisions(task_id: str, context: Context, caller: Caller) -> Resp
     responses={200: {"model": RevisionOut}, **problems(404)},
     summary="One revision of the subject",
 )
-async def get_revision(task_id: str, revision: int, context: Context, caller: Caller) -> Response:
+async def get_revision(
+    task_id: str,
+    revision: Annotated[int, Path(ge=1, le=MAX_REVISION)],
+    context: Context,
+    caller: Caller,
+) -> Response:
     row = await approvals.get_revision(context, caller, task_id, revision)
     return json_response(_revision(row), headers={"ETag": f'"{row["revision"]}"'})
 
@@ -92,8 +98,8 @@ async def diff(
     task_id: str,
     context: Context,
     caller: Caller,
-    start: Annotated[int, Query(alias="from", ge=1)],
-    end: Annotated[int, Query(alias="to", ge=1)],
+    start: Annotated[int, Query(alias="from", ge=1, le=MAX_REVISION)],
+    end: Annotated[int, Query(alias="to", ge=1, le=MAX_REVISION)],
 ) -> Response:
     return json_response(await approvals.diff(context, caller, task_id, start, end))
 
