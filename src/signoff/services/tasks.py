@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -322,27 +322,15 @@ async def renew(
     Raises:
         Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease.
     """
-    step = transition(Action.RENEW)
-    require_role(principal, step.roles, "renew leases")
-    task_id = parse_task_id(raw_task_id)
-    token_hash, now = hash_lease_token(lease_token), ctx.now()
-    async with ctx.database.transaction() as uow:
-        task = await task_store.renew_lease(
-            uow.connection,
-            step,
-            task_id,
-            holder=principal.principal_id,
-            lease_token_hash=token_hash,
-            now=now,
-            lease_expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
-        )
-        if task is None:
-            raise await _refusal(uow, step, task_id, principal, token_hash, now)
-        await record_transition(
-            uow, step, task, principal, now, {"lease_expires_at": rfc3339(task.lease_expires_at)}
-        )
-        await uow.commit()
-    return task
+    lease = timedelta(seconds=ctx.settings.lease_seconds)
+    return await _change_held_lease(
+        ctx,
+        principal,
+        raw_task_id,
+        lease_token,
+        Action.RENEW,
+        lambda now: {"lease_expires_at": now + lease},
+    )
 
 
 async def release(
@@ -353,22 +341,44 @@ async def release(
     Raises:
         Conflict: ``ERR_LEASE_LOST``.
     """
-    step = transition(Action.RELEASE)
-    require_role(principal, step.roles, "release tasks")
+    return await _change_held_lease(
+        ctx,
+        principal,
+        raw_task_id,
+        lease_token,
+        Action.RELEASE,
+        lambda _now: dict(task_store.LEASE_CLEARED),
+    )
+
+
+async def _change_held_lease(
+    ctx: ServiceContext,
+    principal: Principal,
+    raw_task_id: str,
+    lease_token: str,
+    action: Action,
+    values: Callable[[datetime], dict[str, Any]],
+) -> Task:
+    step = transition(action)
+    require_role(principal, step.roles, f"{action.value} leases")
     task_id = parse_task_id(raw_task_id)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     async with ctx.database.transaction() as uow:
-        task = await task_store.release_lease(
+        task = await task_store.update_held_task(
             uow.connection,
             step,
             task_id,
             holder=principal.principal_id,
             lease_token_hash=token_hash,
             now=now,
+            values=values(now) | ({"status": step.target.value} if step.target else {}),
         )
         if task is None:
             raise await _refusal(uow, step, task_id, principal, token_hash, now)
-        await record_transition(uow, step, task, principal, now)
+        details = (
+            {"lease_expires_at": rfc3339(task.lease_expires_at)} if task.lease_expires_at else {}
+        )
+        await record_transition(uow, step, task, principal, now, details)
         await uow.commit()
     return task
 

@@ -22,7 +22,7 @@ from signoff.store.tables import (
     subject_revisions,
     task_actions,
 )
-from signoff.store.tasks import status_in, task_from_row
+from signoff.store.tasks import status_in, update_task_if
 
 T = review_tasks.c
 S = subject_revisions.c
@@ -97,18 +97,12 @@ async def apply_revision(
         ActiveTaskExists: reopening would make a second active task for the entity (the
             partial unique index refused it, inside a savepoint, so the transaction lives on).
     """
-    statement = (
-        update(review_tasks)
-        .where(T.id == task.id, T.version == task.version, status_in(step.sources))
-        .values(**values, version=T.version + 1, updated_at=now)
-        .returning(*review_tasks.c)
-    )
+    conditions = [T.id == task.id, T.version == task.version, status_in(step.sources)]
     try:
         async with conn.begin_nested():
-            row = (await conn.execute(statement)).first()
+            return await update_task_if(conn, conditions, values, now=now)
     except IntegrityError:
         raise ActiveTaskExists(str(task.id)) from None
-    return task_from_row(row) if row else None
 
 
 class ActiveTaskExists(Exception):
@@ -142,33 +136,26 @@ async def grant_execution(
     is approved, ``revision``/``digest`` are both current and the approved ones, the
     approval has not expired, the approver's key is live and may approve *now*, and no
     source was revoked."""
-    statement = (
-        update(review_tasks)
-        .where(
-            T.id == task_id,
-            T.producer_id == producer_id,
-            status_in(step.sources),
-            T.decision == Decision.APPROVED.value,
-            T.execution_status.is_(None),
-            T.current_revision == revision,
-            T.digest == digest,
-            T.approved_revision == revision,
-            T.approved_digest == digest,
-            or_(T.approval_expires_at.is_(None), T.approval_expires_at > now),
-            _approver_authorised(),
-            ~_source_revoked(),
-        )
-        .values(
-            execution_status=ExecutionStatus.EXECUTING.value,
-            execution_operation_id=operation_id,
-            executed_at=now,
-            version=T.version + 1,
-            updated_at=now,
-        )
-        .returning(*review_tasks.c)
-    )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    conditions = [
+        T.id == task_id,
+        T.producer_id == producer_id,
+        status_in(step.sources),
+        T.decision == Decision.APPROVED.value,
+        T.execution_status.is_(None),
+        T.current_revision == revision,
+        T.digest == digest,
+        T.approved_revision == revision,
+        T.approved_digest == digest,
+        or_(T.approval_expires_at.is_(None), T.approval_expires_at > now),
+        _approver_authorised(),
+        ~_source_revoked(),
+    ]
+    values = {
+        "execution_status": ExecutionStatus.EXECUTING.value,
+        "execution_operation_id": operation_id,
+        "executed_at": now,
+    }
+    return await update_task_if(conn, conditions, values, now=now)
 
 
 async def approver_authorised(conn: AsyncConnection, task_id: uuid.UUID) -> bool:
@@ -248,13 +235,11 @@ async def set_action_status(
 async def set_execution_status(
     conn: AsyncConnection, task_id: uuid.UUID, status: ExecutionStatus, now: datetime
 ) -> Task:
-    statement = (
-        update(review_tasks)
-        .where(T.id == task_id)
-        .values(execution_status=status.value, version=T.version + 1, updated_at=now)
-        .returning(*review_tasks.c)
+    task = await update_task_if(
+        conn, [T.id == task_id], {"execution_status": status.value}, now=now
     )
-    return task_from_row((await conn.execute(statement)).one())
+    assert task is not None  # the caller holds the task's row lock
+    return task
 
 
 async def set_approval_expiry(

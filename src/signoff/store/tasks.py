@@ -59,6 +59,30 @@ def task_from_row(row: Row[Any]) -> Task:
     return Task(**values)
 
 
+#: A task given back: no holder, no lease.
+LEASE_CLEARED: dict[str, Any] = {
+    "claimed_by": None,
+    "lease_token_hash": None,
+    "lease_expires_at": None,
+}
+
+
+async def update_task_if(
+    conn: AsyncConnection, conditions: Sequence[Any], values: dict[str, Any], *, now: datetime
+) -> Task | None:
+    """The one shape of every state change: a conditional ``UPDATE … RETURNING`` that
+    bumps ``version`` and ``updated_at``. ``None`` when no row matched (the change was not
+    allowed at that instant); callers explain why only afterwards."""
+    statement = (
+        update(review_tasks)
+        .where(*conditions)
+        .values(**values, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
 def _guard(
     transition: Transition,
     *,
@@ -127,26 +151,22 @@ async def claim_task(
     """Seed 000's claim: pending, or claimed with a lapsed lease → claimed by
     ``operator_id`` under a fresh lease token. ``groups``: the reviewer's groups (None for
     supervisors, who may claim any task)."""
-    statement = (
-        update(review_tasks)
-        .where(T.id == task_id, _guard(transition, now=now), _visible_to(groups))
-        .values(**_claim_values(operator_id, lease_token_hash, now, lease_expires_at))
-        .returning(*review_tasks.c)
+    return await update_task_if(
+        conn,
+        [T.id == task_id, _guard(transition, now=now), _visible_to(groups)],
+        _claim_values(operator_id, lease_token_hash, lease_expires_at),
+        now=now,
     )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
 
 
 def _claim_values(
-    operator_id: str, lease_token_hash: str, now: datetime, lease_expires_at: datetime
+    operator_id: str, lease_token_hash: str, lease_expires_at: datetime
 ) -> dict[str, Any]:
     return {
         "status": TaskStatus.CLAIMED.value,
         "claimed_by": operator_id,
         "lease_token_hash": lease_token_hash,
         "lease_expires_at": lease_expires_at,
-        "version": T.version + 1,
-        "updated_at": now,
     }
 
 
@@ -175,17 +195,15 @@ async def claim_next_claimable(
     if reason_code is not None:
         candidate = candidate.where(T.reason_code == reason_code)
     candidate = candidate.order_by(T.created_at, T.id).limit(1).with_for_update(skip_locked=True)
-    statement = (
-        update(review_tasks)
-        .where(T.id == candidate.scalar_subquery(), guard)
-        .values(**_claim_values(operator_id, lease_token_hash, now, lease_expires_at))
-        .returning(*review_tasks.c)
+    return await update_task_if(
+        conn,
+        [T.id == candidate.scalar_subquery(), guard],
+        _claim_values(operator_id, lease_token_hash, lease_expires_at),
+        now=now,
     )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
 
 
-async def renew_lease(
+async def update_held_task(
     conn: AsyncConnection,
     transition: Transition,
     task_id: uuid.UUID,
@@ -193,50 +211,12 @@ async def renew_lease(
     holder: str,
     lease_token_hash: str,
     now: datetime,
-    lease_expires_at: datetime,
+    values: dict[str, Any],
 ) -> Task | None:
-    """Extend the lease held under ``lease_token_hash`` to ``lease_expires_at``."""
-    statement = (
-        update(review_tasks)
-        .where(
-            T.id == task_id,
-            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
-        )
-        .values(lease_expires_at=lease_expires_at, version=T.version + 1, updated_at=now)
-        .returning(*review_tasks.c)
-    )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
-
-
-async def release_lease(
-    conn: AsyncConnection,
-    transition: Transition,
-    task_id: uuid.UUID,
-    *,
-    holder: str,
-    lease_token_hash: str,
-    now: datetime,
-) -> Task | None:
-    """Give the task back to the queue."""
-    statement = (
-        update(review_tasks)
-        .where(
-            T.id == task_id,
-            _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder),
-        )
-        .values(
-            status=transition.status_after().value,
-            claimed_by=None,
-            lease_token_hash=None,
-            lease_expires_at=None,
-            version=T.version + 1,
-            updated_at=now,
-        )
-        .returning(*review_tasks.c)
-    )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    """Apply ``values`` to a task whose lease ``holder`` holds under ``lease_token_hash``
+    (renew: a new expiry; release: back to the queue)."""
+    guard = _guard(transition, now=now, lease_token_hash=lease_token_hash, holder=holder)
+    return await update_task_if(conn, [T.id == task_id, guard], values, now=now)
 
 
 async def resolve_task(
@@ -274,8 +254,6 @@ async def resolve_task(
         "resolution_payload": resolution_payload,
         "operator_id": holder,
         "resolved_at": now,
-        "version": T.version + 1,
-        "updated_at": now,
     }
     if decision is Decision.REVISION_REQUESTED:
         conditions.append(T.current_revision.is_not(None))
@@ -286,9 +264,7 @@ async def resolve_task(
             "approved_digest": T.digest,
             "approver_key_id": holder_key_id,
         }
-    statement = update(review_tasks).where(*conditions).values(**values).returning(*review_tasks.c)
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    return await update_task_if(conn, conditions, values, now=now)
 
 
 async def list_tasks(

@@ -21,7 +21,7 @@ from signoff.store.tables import (
     resume_tokens,
     review_tasks,
 )
-from signoff.store.tasks import status_in, task_from_row
+from signoff.store.tasks import LEASE_CLEARED, status_in, task_from_row, update_task_if
 
 T = review_tasks.c
 P = escalation_policies.c
@@ -93,39 +93,21 @@ async def apply_level(
 ) -> Task | None:
     """Move the task past its current level: only if it is still at that level, still
     waiting and due (so a level is applied exactly once, whoever sweeps)."""
-    statement = (
-        update(review_tasks)
-        .where(
-            T.id == task.id,
-            T.escalation_level == task.escalation_level,
-            status_in(step.sources),
-            T.deadline_at <= now,
-        )
-        .values(**values, version=T.version + 1, updated_at=now)
-        .returning(*review_tasks.c)
-    )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    conditions = [
+        T.id == task.id,
+        T.escalation_level == task.escalation_level,
+        status_in(step.sources),
+        T.deadline_at <= now,
+    ]
+    return await update_task_if(conn, conditions, values, now=now)
 
 
 async def cancel_task(
     conn: AsyncConnection, step: Transition, task_id: uuid.UUID, *, producer_id: str, now: datetime
 ) -> Task | None:
-    statement = (
-        update(review_tasks)
-        .where(T.id == task_id, T.producer_id == producer_id, status_in(step.sources))
-        .values(
-            status=step.status_after().value,
-            claimed_by=None,
-            lease_token_hash=None,
-            lease_expires_at=None,
-            version=T.version + 1,
-            updated_at=now,
-        )
-        .returning(*review_tasks.c)
-    )
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    conditions = [T.id == task_id, T.producer_id == producer_id, status_in(step.sources)]
+    values = {"status": step.status_after().value, **LEASE_CLEARED}
+    return await update_task_if(conn, conditions, values, now=now)
 
 
 async def resolve_by_link(
@@ -157,8 +139,6 @@ async def resolve_by_link(
         "claimed_by": approver,
         "lease_expires_at": None,
         "resolved_at": now,
-        "version": T.version + 1,
-        "updated_at": now,
     }
     if decision is Decision.APPROVED:
         conditions.append(T.producer_id != approver)
@@ -167,9 +147,7 @@ async def resolve_by_link(
             "approved_digest": T.digest,
             "approver_key_id": approver_key_id,
         }
-    statement = update(review_tasks).where(*conditions).values(**values).returning(*review_tasks.c)
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
+    return await update_task_if(conn, conditions, values, now=now)
 
 
 # Recipients ----------------------------------------------------------------------------
