@@ -240,6 +240,12 @@ async def insert_notifications(conn: AsyncConnection, rows: list[dict[str, Any]]
         await conn.execute(insert(notifications), rows)
 
 
+async def has_due_notifications(conn: AsyncConnection, *, now: datetime) -> bool:
+    """A read first, so an idle notifier takes no write lock."""
+    probe = select(N.id).where(N.status == "PENDING", N.next_attempt_at <= now).limit(1)
+    return (await conn.execute(probe)).first() is not None
+
+
 async def claim_due_notifications(
     conn: AsyncConnection, *, now: datetime, leased_until: datetime, limit: int
 ) -> list[dict[str, Any]]:

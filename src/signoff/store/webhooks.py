@@ -91,6 +91,25 @@ async def delete_endpoint(conn: AsyncConnection, endpoint_id: uuid.UUID) -> bool
     return result.first() is not None
 
 
+async def has_work(conn: AsyncConnection, *, now: datetime) -> bool:
+    """Whether a dispatcher round would find anything: a read, so idle dispatchers take no
+    write lock (on SQLite every write transaction serialises with the API's)."""
+    unfanned = select(O.id).where(O.fanned_out_at.is_(None)).limit(1)
+    due = (
+        select(D.id)
+        .where(
+            D.status == DeliveryStatus.PENDING.value,
+            D.next_attempt_at <= now,
+            or_(D.leased_until.is_(None), D.leased_until <= now),
+        )
+        .limit(1)
+    )
+    for probe in (unfanned, due):
+        if (await conn.execute(probe)).first() is not None:
+            return True
+    return False
+
+
 async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
     """Create deliveries for up to ``limit`` new outbox events; returns how many events."""
     events = (

@@ -67,6 +67,9 @@ class Dispatcher:
 
     async def _claim_round(self, limit: int) -> list[ClaimedDelivery]:
         now = self.context.now()
+        async with self.context.database.transaction(write=False) as uow:
+            if not await store.has_work(uow.connection, now=now):
+                return []
         async with self.context.database.transaction() as uow:
             await store.fan_out_outbox(
                 uow.connection, now=now, limit=self.settings.dispatcher_batch_size * 4

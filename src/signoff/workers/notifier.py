@@ -35,6 +35,9 @@ class Notifier:
         if self.settings.smtp_host is None:
             return 0
         now = self.context.now()
+        async with self.context.database.transaction(write=False) as uow:
+            if not await store.has_due_notifications(uow.connection, now=now):
+                return 0
         async with self.context.database.transaction() as uow:
             due = await store.claim_due_notifications(
                 uow.connection,
