@@ -252,3 +252,19 @@ def test_a_missing_database_is_503_not_500(engine: str, make_settings, clock) ->
                 assert response.headers["retry-after"] == "1"
     finally:
         server.stop()
+
+
+def test_metrics_count_transitions_for_operators_only(server: LiveServer) -> None:
+    with server.new_client("producer") as producer:
+        producer.escalate(escalation())
+    with server.admin() as admin:
+        response = admin.get("/metrics")
+    assert response.status_code == 200
+    line = next(
+        line
+        for line in response.text.splitlines()
+        if line.startswith('signoff_transitions_total{event="task.created"}')
+    )
+    assert float(line.split()[-1]) >= 1
+    with server.new_client("reviewer") as reviewer:
+        assert reviewer.get("/metrics").status_code == 403

@@ -12,6 +12,7 @@ import structlog
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, can_read, task_view
 from signoff.errors import task_not_found
+from signoff.metrics import TRANSITIONS
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import trail
@@ -64,6 +65,7 @@ async def record_transition(
             data=view,
             now=now,
         )
+    TRANSITIONS.labels(step.event_type).inc()
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
     )

@@ -33,6 +33,7 @@ from signoff.domain.webhooks import (
     parse_retry_after,
 )
 from signoff.errors import SignoffError
+from signoff.metrics import WEBHOOK_ATTEMPTS
 from signoff.net import vet_url
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
@@ -204,6 +205,7 @@ class Dispatcher:
                         conn, delivery.endpoint_id, reason="failing for 5 days", now=now
                     )
             await uow.commit()
+        WEBHOOK_ATTEMPTS.labels(status.value).inc()
         log.info(
             "webhook.attempt",
             delivery_id=str(delivery.id),

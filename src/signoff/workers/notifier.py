@@ -15,6 +15,7 @@ from typing import Any
 import aiosmtplib
 import structlog
 
+from signoff.metrics import NOTIFICATIONS
 from signoff.services.context import ServiceContext
 from signoff.store import waiting as store
 
@@ -86,6 +87,7 @@ class Notifier:
                 now=now,
             )
             await uow.commit()
+        NOTIFICATIONS.labels("sent" if error is None else "failed").inc()
         log.info(
             "notification.attempt",
             notification_id=str(row["id"]),

@@ -5,12 +5,15 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter, Request
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
 from signoff.api.schemas import ApiKeyCreated, ApiKeyListOut, CreateApiKeyRequest
 from signoff.domain.clock import rfc3339
 from signoff.domain.states import Role
+from signoff.domain.tasks import require_role
+from signoff.metrics import exposition
 from signoff.services import keys
 
 router = APIRouter()
@@ -92,3 +95,15 @@ async def revoke_api_key(key_id: str, context: Context, caller: Caller) -> Respo
         parsed = None
     await keys.revoke_api_key(context, caller, parsed, shown_id=key_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/metrics",
+    tags=["health"],
+    response_model=None,
+    responses={200: {"description": "Prometheus text format"}, **problems()},
+    summary="Prometheus metrics (admin, supervisor)",
+)
+async def metrics(context: Context, caller: Caller) -> Response:
+    require_role(caller, frozenset({Role.ADMIN, Role.SUPERVISOR}), "read metrics")
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
