@@ -450,3 +450,183 @@ def test_policies_are_managed_by_admins(waiting: LiveServer) -> None:
         assert admin.delete("/escalation-policies/three-steps").status_code == 404
     with waiting.new_client("supervisor") as supervisor:
         assert supervisor.post("/escalation-policies", json=POLICY).status_code == 403
+
+
+def test_a_link_approves_only_the_revision_its_approver_saw(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    body = escalation(
+        assigned_group="reviewers", policy="three-steps", subject={"pay": "100 EUR to ACME"}
+    )
+    task = producer.escalate(body).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    url = local(waiting, link)
+    page = httpx.get(url)
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+    changed = producer.put(
+        f"/tasks/{task['id']}/subject",
+        headers={"If-Match": '"1"'},
+        json={"subject": {"pay": "100000 EUR to MALLORY"}},
+    )
+    assert changed.status_code == 200
+    stale_form = httpx.post(url, data={"csrf": csrf, "decision": "APPROVED", "revision": "1"})
+    assert stale_form.status_code == 409
+    no_revision = httpx.post(url, json={"decision": "APPROVED"})
+    assert (no_revision.status_code, no_revision.json()["error_code"]) == (
+        409,
+        "ERR_STALE_REVISION",
+    )
+    assert producer.get(f"/tasks/{task['id']}").json()["decision"] is None
+    seen = httpx.post(url, json={"decision": "APPROVED", "revision": 2})
+    assert seen.json()["state"] == "decided"
+    assert producer.get(f"/tasks/{task['id']}").json()["approved_revision"] == 2
+
+
+def test_a_click_racing_a_reassignment_never_decides_through_a_withdrawn_link(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    server = waiting
+    with server.admin() as admin:
+        policy = {
+            "name": "hand-over",
+            "levels": [
+                {"after_seconds": 60, "action": "reassign", "assign_group": "supervisors"},
+                {"after_seconds": 60, "action": "expire"},
+            ],
+        }
+        assert admin.post("/escalation-policies", json=policy).status_code == 201
+    producer = server.new_client("producer", "bot")
+    person(server, "reviewer", "alice", ["reviewers"])
+    ids = [
+        producer.escalate(escalation(policy="hand-over", assigned_group="reviewers")).json()["id"]
+        for _ in range(6)
+    ]
+    send_mail(server)
+    links = links_in(mailbox, "alice@example.org")
+    server.clock.advance(60)
+    threads = [
+        threading.Thread(
+            target=lambda link=link: httpx.post(
+                local(server, link), json={"decision": "APPROVED"}, timeout=30
+            )
+        )
+        for link in links
+    ]
+    for thread in threads:
+        thread.start()
+    sweep(server)
+    for thread in threads:
+        thread.join()
+    with server.admin() as admin:
+        for task_id in ids:
+            trail = [e["type"] for e in events(admin, task_id)]
+            if "task.escalated" in trail and "task.resolved" in trail:
+                assert trail.index("task.resolved") < trail.index("task.escalated"), trail
+
+
+def test_a_reassignment_ends_a_lease_held_in_the_old_group(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    token = alice.claim(task["id"]).json()["lease_token"]
+    waiting.clock.advance(120)
+    while sweep(waiting):
+        pass
+    renewed = alice.renew(task["id"], token)
+    assert (renewed.status_code, renewed.json()["error_code"]) == (403, "ERR_NOT_IN_GROUP")
+    shown = alice.get(f"/tasks/{task['id']}").json()
+    assert (shown["status"], shown["assigned_group"]) == ("PENDING_REVIEW", "supervisors")
+
+
+def test_producer_text_cannot_break_or_forge_e_mail(waiting: LiveServer, mailbox: Mailbox) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    sly = SUMMARY | {"rationale": "fine\r\n\r\nApprove or reject: https://evil.example/r/AAAA"}
+    producer.escalate(
+        escalation("x\r\nBcc: victim@evil.test", assigned_group="reviewers", summary=sly)
+    )
+    producer.escalate(escalation(assigned_group="reviewers"))
+    send_mail(waiting)
+    received = mailbox.to("alice@example.org")
+    assert len(received) == 2  # the odd one did not stop the other
+    assert all(m["Bcc"] is None for m in received)
+    for message in received:
+        body = Mailbox.body(message)
+        assert not any(
+            line.startswith("Approve or reject: https://evil") for line in body.splitlines()
+        )
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"summary": SUMMARY | {"evidence_links": ["javascript:alert(1)"]}},
+        {"summary": SUMMARY | {"evidence_links": ["data:text/html,hi"]}},
+        {"deadline": "9999-12-31T23:59:59Z"},
+        {"deadline": "0001-01-01T00:00:00+01:00"},
+    ],
+)
+def test_dangerous_or_impossible_waiting_fields_are_refused(waiting: LiveServer, extra) -> None:
+    producer = waiting.new_client("producer", "bot")
+    response = producer.escalate(escalation(assigned_group="reviewers", **extra))
+    assert response.status_code == 422, response.text
+    assert waiting.count("review_tasks") == 0
+
+
+def test_the_resume_page_allows_no_script(waiting: LiveServer, mailbox: Mailbox) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    waiting_task(waiting, producer)
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    page = httpx.get(local(waiting, link))
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    smuggled = httpx.post(
+        local(waiting, link),
+        content=b'{"decision": "APPROVED"}',
+        headers={"content-type": "text/plain; charset=application/json"},
+    )
+    assert smuggled.status_code in (403, 422)  # a form (without its CSRF token), not JSON
+    assert waiting.rows("review_tasks")[0]["decision"] is None
+    odd = httpx.post(
+        local(waiting, link), data={"csrf": "x", "decision": "APPROVED", "revision": "²"}
+    )
+    assert odd.status_code == 403, odd.text
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"name": "a/b", "levels": [{"after_seconds": 60, "action": "expire"}]},
+        {"name": "default", "levels": [{"after_seconds": 1, "action": "expire"}]},
+        {
+            "name": "nul",
+            "levels": [
+                {"after_seconds": 60, "action": "reassign", "assign_group": "sup\u0000x"},
+                {"after_seconds": 60, "action": "expire"},
+            ],
+        },
+    ],
+)
+def test_policies_with_unusable_names_or_groups_are_refused(waiting: LiveServer, policy) -> None:
+    with waiting.admin() as admin:
+        assert admin.post("/escalation-policies", json=policy).status_code == 422
+
+
+def test_a_replay_does_not_depend_on_the_policy_still_existing(waiting: LiveServer) -> None:
+    with waiting.admin() as admin:
+        admin.post(
+            "/escalation-policies",
+            json={"name": "temp", "levels": [{"after_seconds": 60, "action": "expire"}]},
+        )
+    producer = waiting.new_client("producer", "bot")
+    body = escalation(policy="temp")
+    first = producer.escalate(body)
+    with waiting.admin() as admin:
+        assert admin.delete("/escalation-policies/temp").status_code == 204
+    again = producer.escalate(body)
+    assert (again.status_code, again.headers.get("Idempotent-Replayed")) == (201, "true")
+    assert again.content == first.content

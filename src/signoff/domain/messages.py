@@ -8,6 +8,18 @@ from typing import Any
 
 #: How many top-level fields of the input snapshot a message shows.
 SNAPSHOT_FIELDS = 8
+#: Longest single value shown, in characters.
+MAX_SHOWN = 300
+
+
+def one_line(value: object) -> str:
+    """Producer-controlled text on one line: control characters and line separators become
+    spaces, so it can neither inject a mail header nor fake a line (a link) of its own."""
+    text = "".join(
+        " " if (ord(ch) < 32 or ch in "\x7f\x85\u2028\u2029") else ch for ch in str(value)
+    )
+    return text[:MAX_SHOWN]
+
 
 KIND_TITLES = {
     "review_requested": "Review needed",
@@ -22,14 +34,14 @@ def snapshot_lines(task: dict[str, Any]) -> list[str]:
     lines = []
     for key, value in list(snapshot.items())[:SNAPSHOT_FIELDS]:
         shown = value if isinstance(value, str | int | float | bool) or value is None else "…"
-        lines.append(f"  {key}: {shown}")
+        lines.append(f"  {one_line(key)}: {one_line(shown)}")
     return lines
 
 
 def verdict_line(task: dict[str, Any]) -> str:
     verdict = task["diagnostic_bundle"].get("evaluator_verdict") or {}
     confidence, threshold = verdict.get("confidence_score"), verdict.get("threshold")
-    return f"Evaluator confidence {confidence} against threshold {threshold}"
+    return f"Evaluator confidence {one_line(confidence)} against threshold {one_line(threshold)}"
 
 
 def summary_lines(task: dict[str, Any]) -> list[str]:
@@ -37,27 +49,27 @@ def summary_lines(task: dict[str, Any]) -> list[str]:
     if not summary:
         return ["No AI summary was provided."]
     lines = [
-        f"AI recommendation (a person decides): {summary['recommendation']}",
-        f"  Rationale: {summary['rationale']}",
+        f"AI recommendation (a person decides): {one_line(summary['recommendation'])}",
+        f"  Rationale: {one_line(summary['rationale'])}",
     ]
-    lines += [f"  Risk: {risk}" for risk in summary.get("risks", [])]
-    lines += [f"  Evidence: {link}" for link in summary.get("evidence_links", [])]
+    lines += [f"  Risk: {one_line(risk)}" for risk in summary.get("risks", [])]
+    lines += [f"  Evidence: {one_line(link)}" for link in summary.get("evidence_links", [])]
     if summary.get("generated_by"):
-        lines.append(f"  Prepared by: {summary['generated_by']}")
+        lines.append(f"  Prepared by: {one_line(summary['generated_by'])}")
     return lines
 
 
 def render_notification(task: dict[str, Any], *, kind: str, link: str | None) -> tuple[str, str]:
     """Subject line and plain-text body of a notification e-mail."""
     title = KIND_TITLES.get(kind, "Review update")
-    subject = (
+    subject = one_line(
         f"[Signoff] {title}: {task['entity_type']} {task['entity_id']} ({task['reason_code']})"
     )
     lines = [
         f"{title}.",
         "",
-        f"Entity: {task['entity_type']} {task['entity_id']}",
-        f"Reason: {task['reason_code']}",
+        f"Entity: {one_line(task['entity_type'])} {one_line(task['entity_id'])}",
+        f"Reason: {one_line(task['reason_code'])}",
         verdict_line(task),
         "Input snapshot:",
         *snapshot_lines(task),

@@ -17,7 +17,10 @@ from typing import Any
 
 from signoff.errors import FieldError, validation_error
 
-NOTIFY_TARGET = re.compile(r"^(group|principal):.+$")
+NOTIFY_TARGET = re.compile(r"^(group|principal):[^\x00-\x1f]{1,255}$")
+#: Policy names appear in URLs (/escalation-policies/{name}).
+POLICY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+GROUP_NAME = re.compile(r"^[^\x00-\x1f]{1,100}$")
 
 
 class LevelAction(StrEnum):
@@ -78,8 +81,8 @@ def parse_policy(name: Any, levels: Any) -> Policy:
         Unprocessable: ``ERR_VALIDATION`` naming each offending field.
     """
     errors: list[FieldError] = []
-    if not isinstance(name, str) or not 1 <= len(name) <= 100 or "\x00" in name:
-        errors.append(FieldError("name", "must be 1 to 100 characters"))
+    if not isinstance(name, str) or not POLICY_NAME.match(name):
+        errors.append(FieldError("name", "must be 1 to 100 letters, digits, '.', '_' or '-'"))
     if not isinstance(levels, list) or not levels:
         raise validation_error([*errors, FieldError("levels", "must be a non-empty list")])
     parsed: list[Level] = []
@@ -109,8 +112,12 @@ def parse_policy(name: Any, levels: Any) -> Policy:
             )
             notify = []
         group = raw.get("assign_group")
-        if action is LevelAction.REASSIGN and not (isinstance(group, str) and group):
-            errors.append(FieldError(f"{where}.assign_group", "is required to reassign"))
+        if action is LevelAction.REASSIGN and not (
+            isinstance(group, str) and GROUP_NAME.match(group)
+        ):
+            errors.append(
+                FieldError(f"{where}.assign_group", "is required to reassign (1-100 characters)")
+            )
         if action is LevelAction.EXPIRE and index != len(levels) - 1:
             errors.append(FieldError(f"{where}.action", "only the last level may expire"))
         if isinstance(after, int):

@@ -68,6 +68,7 @@ class Action(StrEnum):
     FAIL_ACTION = "fail_action"
     REVOKE_SOURCE = "revoke_source"
     ESCALATE_LEVEL = "escalate_level"
+    REASSIGN = "reassign"
     EXPIRE = "expire"
     CANCEL = "cancel"
     RESOLVE_BY_LINK = "resolve_by_link"
@@ -159,6 +160,8 @@ TRANSITIONS: dict[Action, Transition] = dict(
         # Seed 004: waiting with deadlines. The sweeper applies each escalation level once;
         # the last one expires the task (a compensation trigger). Producers may withdraw.
         _t(Action.ESCALATE_LEVEL, {P, C}, None, SYSTEM, LeaseRule.NONE, "task.escalated"),
+        # Reassignment hands the task to another group: a lease held in the old one ends.
+        _t(Action.REASSIGN, {P, C}, P, SYSTEM, LeaseRule.NONE, "task.escalated"),
         _t(Action.EXPIRE, {P, C}, TaskStatus.EXPIRED, SYSTEM, LeaseRule.NONE, "task.expired"),
         _t(
             Action.CANCEL, {P, C}, TaskStatus.CANCELLED, PRODUCERS, LeaseRule.NONE, "task.cancelled"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -27,13 +27,20 @@ WAITING_FIELDS_SCHEMA: dict[str, Any] = {
                 "recommendation": {"enum": ["APPROVE", "REJECT"]},
                 "rationale": {"type": "string", "maxLength": 10000},
                 "risks": {"type": "array", "items": {"type": "string", "maxLength": 2000}},
-                "evidence_links": {"type": "array", "items": {"type": "string", "maxLength": 2000}},
+                "evidence_links": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 2000, "pattern": "^https?://[^\\s]+$"},
+                },
                 "generated_by": {"type": "string", "maxLength": 255},
             },
             "additionalProperties": False,
         },
     },
 }
+
+
+EARLIEST_DEADLINE = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @cache
@@ -71,6 +78,9 @@ def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
         raise validation_error(errors)
     raw = body.get("deadline", body.get("review_deadline"))
     deadline = datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+    if deadline is not None and not EARLIEST_DEADLINE <= deadline <= LATEST_DEADLINE:
+        field = "deadline" if "deadline" in body else "review_deadline"
+        raise validation_error([FieldError(field, "must be between the years 1970 and 9000")])
     return WaitingInput(
         deadline=deadline,
         policy_name=body.get("policy"),

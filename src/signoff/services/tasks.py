@@ -94,7 +94,16 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     waiting = parse_waiting_fields(body)
     now = ctx.now()
     async with ctx.database.transaction() as uow:
-        policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
+        try:
+            policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
+        except Unprocessable:
+            # A replay must not depend on the policy still existing.
+            stored = await idempotency.find_idempotency_key(
+                uow.connection, producer_id=principal.principal_id, key=request.idempotency_key
+            )
+            if stored is None or stored.expires_at <= now:
+                raise
+            return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
         task = _new_task(request, proposal, waiting, policy, principal, now)
         response = dumps({"task_id": str(task.id), **task_view(task, now)})
         conn = uow.connection

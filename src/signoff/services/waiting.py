@@ -31,6 +31,7 @@ from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
 from signoff.store.database import UnitOfWork
+from signoff.store.tasks import LEASE_CLEARED
 
 log = structlog.get_logger("signoff.waiting")
 
@@ -78,6 +79,14 @@ async def save_policy(
     policy = parse_policy(body.get("name", name), body.get("levels"))
     if name is not None and policy.name != name:
         raise validation_error([FieldError("name", "must match the path")])
+    if policy.name == ctx.settings.default_policy.name:
+        raise validation_error(
+            [
+                FieldError(
+                    "name", "is the settings' default policy (SIGNOFF_DEFAULT_ESCALATION_POLICY)"
+                )
+            ]
+        )
     document = policy.as_json()
     async with ctx.database.transaction() as uow:
         if not await store.upsert_policy(
@@ -145,11 +154,14 @@ async def notify(
     recipients = await store.reviewers_for(uow.connection, targets)
     view = task_view(task, now)
     policy = policy_from_json(task.escalation_policy) if task.escalation_policy else None
-    expires_at = (
+    # A link lives until the task would expire, and at least a day: an overdue task's
+    # first link must not be dead on arrival (the task's state still decides every click).
+    final = (
         policy.final_deadline(task.escalation_level, task.deadline_at)
         if policy and task.deadline_at
-        else now + timedelta(days=7)
+        else now
     )
+    expires_at = max(final, now + timedelta(days=1))
     rows = []
     for recipient in recipients:
         if recipient["principal_id"] == task.producer_id or not recipient["email"]:
@@ -201,26 +213,24 @@ async def apply_due_level(
     values: dict[str, Any] = {"escalation_level": number}
     if level is None or level.action is LevelAction.EXPIRE:
         step = transition(Action.EXPIRE)
-        values |= {
-            "status": TaskStatus.EXPIRED.value,
-            "claimed_by": None,
-            "lease_token_hash": None,
-            "lease_expires_at": None,
-        }
+        values |= LEASE_CLEARED
     else:
-        step = transition(Action.ESCALATE_LEVEL)
         following = policy.level(number + 1)
         assert following is not None  # every policy ends with expire
         values["deadline_at"] = (task.deadline_at or now) + timedelta(
             seconds=following.after_seconds
         )
+        step = transition(Action.ESCALATE_LEVEL)
         if level.action is LevelAction.REASSIGN:
-            values["assigned_group"] = level.assign_group
+            step = transition(Action.REASSIGN)
+            values |= {"assigned_group": level.assign_group, **LEASE_CLEARED}
+    if step.target is not None:
+        values["status"] = step.target.value
     updated = await store.apply_level(uow.connection, step, task, values=values, now=now)
     if updated is None:
         return None
     action = level.action.value if level else LevelAction.EXPIRE.value
-    if step.action is Action.EXPIRE or (level and level.action is LevelAction.REASSIGN):
+    if step.action in (Action.EXPIRE, Action.REASSIGN):
         await store.revoke_resume_tokens(uow.connection, task.id, now)
     details = {"level": number, "level_action": action, "policy": policy.name}
     if level and level.assign_group:
@@ -291,29 +301,28 @@ async def _load_link(
 
 
 def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) -> LinkState:
-    view = task_view(task, now)
+    """A dead link says why and shows nothing of the task; a decided one shows only the
+    decision."""
+    if row["revoked_at"] is not None:
+        return LinkState(410, "gone", "This link was withdrawn (the task moved to another group).")
     if task.status is TaskStatus.RESOLVED:
+        decided = {"id": str(task.id), "decision": task.decision, "operator_id": task.operator_id}
         return LinkState(
             200,
             "decided",
             f"The decision is already recorded: {task.decision}.",
-            view,
+            decided,
             row["principal_id"],
         )
     if task.status is TaskStatus.CANCELLED:
-        return LinkState(
-            410, "gone", "The producer withdrew this request; nothing to decide.", view
-        )
+        return LinkState(410, "gone", "The producer withdrew this request; nothing to decide.")
     if task.status is TaskStatus.EXPIRED:
         return LinkState(
-            410, "gone", "This request expired before a decision; nothing was recorded.", view
-        )
-    if row["revoked_at"] is not None:
-        return LinkState(
-            410, "gone", "This link was withdrawn (the task moved to another group).", view
+            410, "gone", "This request expired before a decision; nothing was recorded."
         )
     if row["expires_at"] <= now:
-        return LinkState(410, "gone", "This link has expired.", view)
+        return LinkState(410, "gone", "This link has expired.")
+    view = task_view(task, now)
     return LinkState(
         200,
         "open",
@@ -365,10 +374,12 @@ async def decide_by_link(
         state = _state(ctx, row, task, now)
         if state.state != "open":
             return state
-        if revision is not None and revision != task.current_revision:
+        if task.has_subject and revision != task.current_revision:
             raise Conflict(
-                f"the subject changed (now revision {task.current_revision}); reload the page",
+                f"name the revision you reviewed; the current one is {task.current_revision}: "
+                "reload the page",
                 error_code="ERR_STALE_REVISION",
+                extra={"current_revision": task.current_revision},
             )
         key_id = await store.key_for_principal(uow.connection, approver)
         if key_id is None:
@@ -378,10 +389,11 @@ async def decide_by_link(
         resolved = await store.resolve_by_link(
             uow.connection,
             step,
-            task.id,
+            task,
             approver=approver,
             approver_key_id=key_id,
             decision=decision,
+            revision=task.current_revision,
             now=now,
         )
         if resolved is None:
@@ -389,6 +401,17 @@ async def decide_by_link(
             assert current is not None
             if current.status in (TaskStatus.RESOLVED, TaskStatus.EXPIRED, TaskStatus.CANCELLED):
                 return _state(ctx, row, current, now)
+            if (current.escalation_level, current.assigned_group) != (
+                task.escalation_level,
+                task.assigned_group,
+            ):
+                return LinkState(
+                    410, "gone", "This link was withdrawn (the task moved to another group)."
+                )
+            if current.current_revision != task.current_revision:
+                raise Conflict(
+                    "the subject changed; reload the page", error_code="ERR_STALE_REVISION"
+                )
             if decision is Decision.APPROVED and current.producer_id == approver:
                 raise Forbidden(
                     "nobody approves their own escalation", error_code="ERR_SELF_APPROVAL"

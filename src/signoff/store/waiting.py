@@ -113,23 +113,32 @@ async def cancel_task(
 async def resolve_by_link(
     conn: AsyncConnection,
     step: Transition,
-    task_id: uuid.UUID,
+    seen: Task,
     *,
     approver: str,
     approver_key_id: uuid.UUID | None,
     decision: Decision,
+    revision: int | None,
     now: datetime,
 ) -> Task | None:
-    """Claim and resolve in one statement: pending, lapsed, or held by the approver. Never
-    an approval of one's own escalation. Binds an approval to the current revision."""
+    """Claim and resolve in one statement: pending, lapsed, or held by the approver; never
+    an approval of one's own escalation. The approval binds the revision the approver saw
+    (``revision``), and only if the task is still at the escalation level and in the group
+    of the page they saw (``seen``): a reassignment or a new revision in between makes the
+    update match nothing, even under PostgreSQL's READ COMMITTED re-check."""
     conditions = [
-        T.id == task_id,
+        T.id == seen.id,
         status_in(step.sources),
         or_(
             T.status == "PENDING_REVIEW",
             T.lease_expires_at <= now,
             T.claimed_by == approver,
         ),
+        T.escalation_level == seen.escalation_level,
+        T.assigned_group.is_(None)
+        if seen.assigned_group is None
+        else T.assigned_group == seen.assigned_group,
+        T.current_revision.is_(None) if revision is None else T.current_revision == revision,
     ]
     values: dict[str, Any] = {
         "status": step.status_after().value,

@@ -52,29 +52,33 @@ class Notifier:
         return len(due)
 
     async def _send(self, row: dict[str, Any]) -> None:
-        message = EmailMessage()
-        message["From"] = self.settings.smtp_from
-        message["To"] = row["email"]
-        message["Subject"] = row["subject"]
-        message["Message-ID"] = f"<{row['id']}@signoff>"
-        message.set_content(row["body"])
-        error = None
+        error, permanent = None, False
         try:
-            await aiosmtplib.send(
-                message,
-                hostname=self.settings.smtp_host,
-                port=self.settings.smtp_port,
-                username=self.settings.smtp_username,
-                password=self.settings.smtp_password,
-                use_tls=self.settings.smtp_tls,
-                timeout=30,
-            )
-        except (aiosmtplib.SMTPException, OSError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
+            message = EmailMessage()
+            message["From"] = self.settings.smtp_from
+            message["To"] = row["email"]
+            message["Subject"] = row["subject"]
+            message["Message-ID"] = f"<{row['id']}@signoff>"
+            message.set_content(row["body"])
+        except (ValueError, TypeError) as exc:  # a message that can never be sent
+            error, permanent = f"unsendable message: {exc}"[:500], True
+        else:
+            try:
+                await aiosmtplib.send(
+                    message,
+                    hostname=self.settings.smtp_host,
+                    port=self.settings.smtp_port,
+                    username=self.settings.smtp_username,
+                    password=self.settings.smtp_password,
+                    use_tls=self.settings.smtp_tls,
+                    timeout=30,
+                )
+            except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
         now = self.context.now()
         attempt = int(row["attempts"])
         next_at = None
-        if error is not None and attempt < len(RETRY_SCHEDULE):
+        if error is not None and not permanent and attempt < len(RETRY_SCHEDULE):
             next_at = now + timedelta(seconds=RETRY_SCHEDULE[attempt])
         async with self.context.database.transaction() as uow:
             await store.finish_notification(

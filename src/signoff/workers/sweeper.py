@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable
 
 import structlog
+from sqlalchemy.exc import DBAPIError
 
 from signoff.domain.tasks import Task
 from signoff.services import waiting
@@ -41,7 +42,14 @@ class Sweeper:
                 uow.connection, now=now, limit=self.context.settings.sweep_batch_size
             )
             for task in due:
-                updated = await waiting.apply_due_level(uow, self.context, task, now)
+                try:
+                    # A savepoint per task: one task that cannot be escalated (bad data)
+                    # is logged and skipped instead of blocking every other deadline.
+                    async with uow.connection.begin_nested():
+                        updated = await waiting.apply_due_level(uow, self.context, task, now)
+                except DBAPIError:
+                    log.exception("sweeper.task_failed", task_id=str(task.id))
+                    continue
                 if updated is not None:
                     applied += 1
                     if self._after_each is not None:

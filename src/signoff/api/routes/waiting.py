@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -15,7 +16,7 @@ from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
 from signoff.domain.states import Decision
 from signoff.domain.tasks import task_view
-from signoff.errors import BadRequest, FieldError, SignoffError, validation_error
+from signoff.errors import FieldError, SignoffError, validation_error
 from signoff.services import waiting
 from signoff.services.waiting import LinkState
 
@@ -166,15 +167,29 @@ def _page(
         "Cache-Control": "no-store",
         "Referrer-Policy": "no-referrer",
         "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        # No script at all: the page is plain forms. Links to evidence still open.
+        "Content-Security-Policy": (
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+            "base-uri 'none'; frame-ancestors 'none'"
+        ),
     }
     return HTMLResponse(html, status_code=status or state.http_status, headers=headers)
 
 
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(request: Request) -> bool:
+    """JSON mode only for exactly ``application/json``: a cross-site form cannot send that
+    media type without a CORS preflight, which Signoff never grants."""
+    return _media_type(request.headers.get("content-type")) == "application/json"
+
+
 def _wants_json(request: Request) -> bool:
-    return "application/json" in request.headers.get("content-type", "") or (
-        "application/json" in request.headers.get("accept", "")
-        and "text/html" not in request.headers.get("accept", "")
-    )
+    accept = request.headers.get("accept", "")
+    return _is_json(request) or ("application/json" in accept and "text/html" not in accept)
 
 
 def _link_json(state: LinkState) -> Response:
@@ -228,18 +243,19 @@ async def use_link(
     context: Context,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Response:
-    as_json = "application/json" in request.headers.get("content-type", "")
+    as_json = _is_json(request)
     try:
         if as_json:
             body = await read_json_body(request)
-            decision, csrf, revision = _json_decision(body), None, None
+            decision, revision = _json_decision(body)
+            csrf = None
             caller = await get_principal(context, authorization) if authorization else None
         else:
             form = parse_qs((await request.body()).decode("utf-8", "replace"))
             decision = _decision((form.get("decision") or [""])[0])
             csrf = (form.get("csrf") or [""])[0]
             raw_revision = (form.get("revision") or [""])[0]
-            revision = int(raw_revision) if raw_revision.isdigit() else None
+            revision = int(raw_revision) if re.fullmatch(r"[0-9]{1,9}", raw_revision) else None
             caller = None
         state = await waiting.decide_by_link(
             context, token, decision, csrf=csrf, caller=caller, revision=revision
@@ -255,9 +271,12 @@ def _decision(value: Any) -> Decision:
     return Decision(value)
 
 
-def _json_decision(body: Any) -> Decision:
-    if not isinstance(body, dict) or set(body) - {"decision"}:
-        raise BadRequest(
-            'expected {"decision": "APPROVED" | "REJECTED"}', error_code="ERR_VALIDATION"
-        )
-    return _decision(body.get("decision"))
+def _json_decision(body: Any) -> tuple[Decision, int | None]:
+    """``{"decision", "revision"?}``; a task with a subject needs the revision decided on."""
+    if not isinstance(body, dict) or set(body) - {"decision", "revision"}:
+        raise validation_error([FieldError("(root)", 'expected {"decision", "revision"?}')])
+    revision = body.get("revision")
+    valid = isinstance(revision, int) and not isinstance(revision, bool) and 1 <= revision < 2**31
+    if revision is not None and not valid:
+        raise validation_error([FieldError("revision", "must be a revision number")])
+    return _decision(body.get("decision")), revision
