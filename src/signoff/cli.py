@@ -59,7 +59,11 @@ def serve(
     from signoff.api.app import create_app
 
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
     )
 
 

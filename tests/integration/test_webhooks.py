@@ -444,3 +444,28 @@ def test_one_slow_receiver_does_not_hold_up_another(make_settings, clock) -> Non
         reached_fast_while_slow_held = bool(fast.received) and not release.is_set()
         release.set()
     assert reached_fast_while_slow_held
+
+
+def test_deleting_an_endpoint_mid_delivery_is_harmless(hooks, receiver) -> None:
+    import threading
+
+    release = threading.Event()
+    endpoint = register(hooks, receiver.url, event_types=["task.created"])
+    receiver.answer(Answer(200, hold=release))
+    with hooks.new_client("producer") as producer:
+        producer.escalate(escalation())
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(dispatch(hooks)))
+    worker.start()
+    for _ in range(1000):  # at most 20 s
+        if receiver.received:
+            break
+        worker.join(timeout=0.02)
+    assert receiver.received
+    with hooks.admin() as admin:
+        assert admin.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
+    release.set()
+    worker.join(timeout=30)
+    assert outcome == [1]  # the round finished without raising
+    assert hooks.count("webhook_deliveries") == 0
+    assert hooks.count("delivery_attempts") == 0

@@ -16,12 +16,14 @@ import os
 import socket
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import httpx
 import structlog
+from sqlalchemy.exc import IntegrityError
 
 from signoff.domain.webhooks import (
     FAILING_ENDPOINT_DISABLE_AFTER,
@@ -46,6 +48,18 @@ log = structlog.get_logger("signoff.dispatcher")
 
 NOTIFY_CHANNEL = "signoff_outbox"
 MAX_STORED_RESPONSE = 1024
+
+
+@dataclass(frozen=True)
+class _AttemptRecord:
+    attempted_at: datetime
+    outcome: AttemptOutcome
+    response_body: str | None
+    latency_ms: int
+    status: DeliveryStatus
+    next_at: datetime | None
+    verdict: Verdict
+    now: datetime
 
 
 class Dispatcher:
@@ -174,6 +188,36 @@ class Dispatcher:
                 status = DeliveryStatus.DEAD
             else:
                 status, next_at = DeliveryStatus.PENDING, now + timedelta(seconds=delay)
+        record = _AttemptRecord(
+            attempted_at, outcome, response_body, latency_ms, status, next_at, verdict, now
+        )
+        try:
+            held = await self._store_result(delivery, record)
+        except IntegrityError:
+            # The endpoint (and so the delivery) was deleted while the attempt was in flight.
+            log.info("webhook.attempt_orphaned", delivery_id=str(delivery.id))
+            return
+        WEBHOOK_ATTEMPTS.labels(status.value).inc()
+        log.info(
+            "webhook.attempt",
+            delivery_id=str(delivery.id),
+            event_id=str(delivery.event_id),
+            attempt=delivery.attempt,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            result=status.value,
+            lease_held=held,
+        )
+
+    async def _store_result(self, delivery: ClaimedDelivery, record: _AttemptRecord) -> bool:
+        """Store the attempt and its consequences for the delivery and the endpoint, in one
+        transaction. Returns whether this dispatcher still held the delivery's lease."""
+        attempted_at, outcome, now, verdict = (
+            record.attempted_at,
+            record.outcome,
+            record.now,
+            record.verdict,
+        )
         async with self.context.database.transaction() as uow:
             conn = uow.connection
             held = await store.record_attempt(
@@ -182,12 +226,12 @@ class Dispatcher:
                 owner=self.owner,
                 attempted_at=attempted_at,
                 status_code=outcome.status_code,
-                latency_ms=latency_ms,
+                latency_ms=record.latency_ms,
                 error=outcome.error,
-                response_body=response_body,
+                response_body=record.response_body,
                 now=now,
-                new_status=status,
-                next_attempt_at=next_at,
+                new_status=record.status,
+                next_attempt_at=record.next_at,
             )
             if verdict is Verdict.DISABLE_ENDPOINT:
                 await store.disable_endpoint(
@@ -205,17 +249,7 @@ class Dispatcher:
                         conn, delivery.endpoint_id, reason="failing for 5 days", now=now
                     )
             await uow.commit()
-        WEBHOOK_ATTEMPTS.labels(status.value).inc()
-        log.info(
-            "webhook.attempt",
-            delivery_id=str(delivery.id),
-            event_id=str(delivery.event_id),
-            attempt=delivery.attempt,
-            status_code=outcome.status_code,
-            error=outcome.error,
-            result=status.value,
-            lease_held=held,
-        )
+        return held
 
     async def run(self, stop: asyncio.Event) -> None:
         """Loop until ``stop`` is set. Attempts run concurrently (up to
