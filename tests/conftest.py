@@ -15,6 +15,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from hypothesis import settings
 from sqlalchemy import text
 
 from signoff.domain.clock import ManualClock
@@ -23,6 +24,12 @@ from signoff.store.database import Database, create_engine
 from signoff.store.migrate import upgrade
 from signoff.store.tables import metadata
 from tests.support import ADMIN_KEY, LiveServer, live_server
+
+# CI explores the same generated examples on every run (a red CI must mean a change broke
+# something); developers' runs explore new ones each time (docs/testing.md).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 POSTGRES_URL = os.environ.get(
     "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -469,3 +469,19 @@ def test_deleting_an_endpoint_mid_delivery_is_harmless(hooks, receiver) -> None:
     assert outcome == [1]  # the round finished without raising
     assert hooks.count("webhook_deliveries") == 0
     assert hooks.count("delivery_attempts") == 0
+
+
+def test_a_commit_wakes_the_dispatcher_of_the_same_process(make_settings, clock, receiver) -> None:
+    import time
+
+    # A poll far longer than the wait below: only the in-process wake-up can deliver in time
+    # (on PostgreSQL LISTEN/NOTIFY would too; on SQLite it is the only way).
+    settings = make_settings(webhook_allow_private_networks=True, dispatcher_poll_seconds=60)
+    with live_server(settings, clock) as server:
+        register(server, receiver.url, event_types=["task.resolved"])
+        time.sleep(0.5)  # let the dispatcher go idle on its first empty round
+        resolved_task(server)
+        deadline = time.monotonic() + 15
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(receiver.received) == 1

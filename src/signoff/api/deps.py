@@ -50,9 +50,25 @@ def require_lease_token(x_lease_token: str | None) -> str:
     return x_lease_token
 
 
-LeaseTokenHeader = Annotated[
-    str | None, Header(description="The lease token returned by the claim.")
-]
+LeaseTokenHeader = Annotated[str | None, Header(include_in_schema=False)]
+
+
+def required_header(name: str, description: str) -> dict[str, Any]:
+    """An OpenAPI parameter for a header the service requires but checks itself (so a
+    missing one gets its documented problem, not a generic validation error)."""
+    return {
+        "name": name,
+        "in": "header",
+        "required": True,
+        "schema": {"type": "string", "minLength": 1},
+        "description": description,
+    }
+
+
+LEASE_TOKEN_PARAMETER = required_header(
+    "X-Lease-Token",
+    "The lease token returned by the claim (400 ERR_LEASE_TOKEN_REQUIRED when missing).",
+)
 
 
 async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -115,6 +116,15 @@ def _is_unavailable(exc: DBAPIError) -> bool:
     return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATE_PREFIXES)
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method any route offers for this path (Starlette names only the first match)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return sorted(methods)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Replace FastAPI's default error shapes with problem details."""
 
@@ -134,11 +144,11 @@ def install_problem_handlers(app: FastAPI) -> None:
         error = SignoffError(str(exc.detail), error_code=code)
         error.title = str(exc.detail)
         body = problem_body(error, exc.status_code)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(_request))
         return Response(
-            json.dumps(body),
-            status_code=exc.status_code,
-            media_type=PROBLEM_JSON,
-            headers=dict(exc.headers or {}),
+            json.dumps(body), status_code=exc.status_code, media_type=PROBLEM_JSON, headers=headers
         )
 
     @app.exception_handler(OperationalError)

@@ -57,6 +57,7 @@ async def record_transition(
         now=now,
     )
     if step.publish:
+        uow.wrote_outbox = True
         await trail.append_outbox_event(
             uow.connection,
             task_id=task.id,

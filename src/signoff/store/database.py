@@ -8,6 +8,7 @@ process-wide lock in Python: it would hide the races that appear with several pr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -57,9 +58,13 @@ class UnitOfWork:
     """One database transaction. It rolls back on exit unless :meth:`commit` was called;
     only services call ``commit``."""
 
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: AsyncConnection, database: Database) -> None:
         self.connection = connection
+        self._database = database
         self._committed = False
+        self.wrote_outbox = False
+        """Set by whoever appends to the outbox; the commit then wakes this process's
+        dispatcher (PostgreSQL also notifies other processes, through a trigger)."""
 
     @property
     def dialect(self) -> str:
@@ -68,6 +73,8 @@ class UnitOfWork:
     async def commit(self) -> None:
         await self.connection.commit()
         self._committed = True
+        if self.wrote_outbox:
+            self._database.outbox_committed.set()
 
 
 class Database:
@@ -75,6 +82,7 @@ class Database:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.outbox_committed = asyncio.Event()
 
     @property
     def dialect(self) -> str:
@@ -87,7 +95,7 @@ class Database:
             if self.dialect == "sqlite":
                 connection = await connection.execution_options(**{_WRITE: write})
             await connection.begin()
-            uow = UnitOfWork(connection)
+            uow = UnitOfWork(connection, self)
             try:
                 yield uow
             finally:

@@ -264,6 +264,7 @@ class Dispatcher:
                 # Clear before the round, not after: a notification that arrives while
                 # the round runs must still cut the next wait short.
                 self._wake.clear()
+                self.context.database.outbox_committed.clear()
                 claimed: list[ClaimedDelivery] = []
                 if len(in_flight) < capacity:
                     try:
@@ -294,7 +295,12 @@ class Dispatcher:
         return done
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+        committed = self.context.database.outbox_committed  # cleared at each round's start
+        waiters = [
+            asyncio.ensure_future(self._wake.wait()),
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(committed.wait()),
+        ]
         await asyncio.wait(
             waiters,
             timeout=self.settings.dispatcher_poll_seconds,

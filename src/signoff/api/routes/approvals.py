@@ -15,6 +15,7 @@ from signoff.api.deps import (
     problems,
     read_json_body,
     read_model,
+    required_header,
 )
 from signoff.api.schemas import (
     MAX_REVISION,
@@ -43,8 +44,15 @@ def _revision(row: dict[str, Any]) -> dict[str, Any]:
 @router.put(
     "/{task_id}/subject",
     response_model=None,
-    openapi_extra=model_body_doc(ReviseSubjectRequest),
-    responses={200: {"model": TaskOut}, **problems(404, 409, 412, 422, 428)},
+    openapi_extra={
+        **model_body_doc(ReviseSubjectRequest),
+        "parameters": [
+            required_header(
+                "If-Match", '"<revision>" from the ETag (428 when missing, 412 when stale).'
+            )
+        ],
+    },
+    responses={200: {"model": TaskOut}, **problems(400, 404, 409, 412, 413, 422, 428)},
     summary="Store a new revision of the subject (producer; If-Match required)",
 )
 async def revise_subject(
@@ -52,7 +60,7 @@ async def revise_subject(
     request: Request,
     context: Context,
     caller: Caller,
-    if_match: Annotated[str | None, Header(description='"<revision>" from the ETag')] = None,
+    if_match: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     body = await read_json_body(request)
     task = await approvals.revise_subject(context, caller, task_id, if_match=if_match, body=body)
@@ -108,7 +116,7 @@ async def diff(
     "/{task_id}/execute",
     response_model=None,
     openapi_extra=model_body_doc(ExecuteRequest),
-    responses={200: {"model": ExecutionGrantOut}, **problems(404, 409, 422)},
+    responses={200: {"model": ExecutionGrantOut}, **problems(400, 404, 409, 413, 422)},
     summary="The execution gate: one atomic check, one winner (producer)",
 )
 async def execute(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
@@ -144,7 +152,7 @@ async def _finish(
     "/{task_id}/actions/{action_id}/complete",
     response_model=None,
     openapi_extra=model_body_doc(ActionResultRequest),
-    responses={200: {"model": ExecutionOut}, **problems(404, 409, 422)},
+    responses={200: {"model": ExecutionOut}, **problems(400, 404, 409, 413, 422)},
     summary="Report an action done (idempotent by operation_id)",
 )
 async def complete_action(
@@ -157,7 +165,7 @@ async def complete_action(
     "/{task_id}/actions/{action_id}/fail",
     response_model=None,
     openapi_extra=model_body_doc(ActionResultRequest),
-    responses={200: {"model": ExecutionOut}, **problems(404, 409, 422)},
+    responses={200: {"model": ExecutionOut}, **problems(400, 404, 409, 413, 422)},
     summary="Report an action failed; it may be retried alone",
 )
 async def fail_action(

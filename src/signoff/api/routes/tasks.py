@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from signoff.api.deps import (
+    LEASE_TOKEN_PARAMETER,
     Caller,
     Context,
     LeaseTokenHeader,
@@ -82,7 +83,7 @@ async def escalate(request: Request, context: Context, caller: Caller) -> Respon
     responses={
         200: {"model": LeaseGranted},
         204: {"description": "No claimable task"},
-        **problems(422),
+        **problems(400, 413, 422),
     },
     summary="Claim the oldest claimable task",
 )
@@ -102,7 +103,7 @@ async def claim_next(request: Request, context: Context, caller: Caller) -> Resp
     "/{task_id}/claim",
     response_model=None,
     openapi_extra=model_body_doc(ClaimRequest, required=False),
-    responses={200: {"model": LeaseGranted}, **problems(404, 409, 422)},
+    responses={200: {"model": LeaseGranted}, **problems(400, 404, 409, 413, 422)},
     summary="Claim one task under a new lease",
 )
 async def claim(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
@@ -117,6 +118,7 @@ async def claim(task_id: str, request: Request, context: Context, caller: Caller
     response_model=None,
     responses={200: {"model": TaskOut}, **problems(400, 404, 409)},
     summary="Extend the caller's lease",
+    openapi_extra={"parameters": [LEASE_TOKEN_PARAMETER]},
 )
 async def renew(
     task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
@@ -130,6 +132,7 @@ async def renew(
     response_model=None,
     responses={200: {"model": TaskOut}, **problems(400, 404, 409)},
     summary="Give the task back to the queue",
+    openapi_extra={"parameters": [LEASE_TOKEN_PARAMETER]},
 )
 async def release(
     task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
@@ -141,7 +144,7 @@ async def release(
 @router.post(
     "/{task_id}/resolve",
     response_model=None,
-    openapi_extra=model_body_doc(ResolveRequest),
+    openapi_extra={**model_body_doc(ResolveRequest), "parameters": [LEASE_TOKEN_PARAMETER]},
     responses={200: {"model": TaskOut}, **problems(400, 404, 409, 413, 422)},
     summary="Record the decision under a live lease",
 )

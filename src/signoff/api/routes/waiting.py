@@ -69,7 +69,7 @@ def _policy_doc() -> dict[str, Any]:
     status_code=201,
     response_model=None,
     openapi_extra=_policy_doc(),
-    responses=problems(409, 422),
+    responses=problems(400, 409, 413, 422),
     summary="Create an escalation policy (admin)",
 )
 async def create_policy(request: Request, context: Context, caller: Caller) -> Response:
@@ -104,7 +104,7 @@ async def get_policy(name: str, context: Context, caller: Caller) -> Response:
     tags=["waiting"],
     response_model=None,
     openapi_extra=_policy_doc(),
-    responses=problems(404, 422),
+    responses=problems(400, 404, 413, 422),
     summary="Replace a policy (admin); waiting tasks keep their levels",
 )
 async def replace_policy(name: str, request: Request, context: Context, caller: Caller) -> Response:
