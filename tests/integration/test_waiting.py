@@ -630,3 +630,17 @@ def test_a_replay_does_not_depend_on_the_policy_still_existing(waiting: LiveServ
     again = producer.escalate(body)
     assert (again.status_code, again.headers.get("Idempotent-Replayed")) == (201, "true")
     assert again.content == first.content
+
+
+def test_the_sweeper_purges_expired_idempotency_keys(waiting: LiveServer) -> None:
+    producer = waiting.new_client("producer", "bot")
+    kept_body = escalation()
+    producer.escalate(escalation())
+    waiting.clock.advance(waiting.settings.idempotency_ttl_seconds - 10)
+    producer.escalate(kept_body)
+    waiting.clock.advance(10)
+    sweep(waiting)
+    remaining = waiting.rows("idempotency_keys")
+    assert [row["idempotency_key"] for row in remaining] == [kept_body["idempotency_key"]]
+    replay = producer.escalate(kept_body)
+    assert replay.headers.get("Idempotent-Replayed") == "true"

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -92,3 +92,26 @@ async def find_idempotency_key(
         response_body=row.response_body,
         expires_at=row.expires_at,
     )
+
+
+async def purge_expired_idempotency_keys(
+    conn: AsyncConnection, *, now: datetime, limit: int
+) -> int:
+    """Delete up to ``limit`` keys whose TTL has passed; returns how many. (Correctness never
+    depends on this: an expired key is taken over on reuse. It only bounds the table.)"""
+    doomed = (
+        select(IK.producer_id, IK.idempotency_key)
+        .where(IK.expires_at <= now)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    rows = (await conn.execute(doomed)).all()
+    for row in rows:
+        await conn.execute(
+            delete(idempotency_keys).where(
+                IK.producer_id == row.producer_id,
+                IK.idempotency_key == row.idempotency_key,
+                IK.expires_at <= now,
+            )
+        )
+    return len(rows)

@@ -19,6 +19,7 @@ from signoff.domain.tasks import Task
 from signoff.services import waiting
 from signoff.services.context import ServiceContext
 from signoff.store import waiting as store
+from signoff.store.idempotency import purge_expired_idempotency_keys
 
 log = structlog.get_logger("signoff.sweeper")
 
@@ -34,7 +35,8 @@ class Sweeper:
         self._after_each = after_each
 
     async def sweep_once(self) -> int:
-        """Apply every due level (one batch); returns how many were applied."""
+        """Apply every due level (one batch) and purge a batch of expired idempotency keys;
+        returns how many levels were applied."""
         now = self.context.now()
         applied = 0
         async with self.context.database.transaction() as uow:
@@ -54,7 +56,12 @@ class Sweeper:
                     applied += 1
                     if self._after_each is not None:
                         self._after_each(updated)
+            purged = await purge_expired_idempotency_keys(
+                uow.connection, now=now, limit=self.context.settings.sweep_batch_size
+            )
             await uow.commit()
+        if purged:
+            log.info("sweeper.idempotency_keys_purged", keys=purged)
         if applied:
             log.info("sweeper.applied", levels=applied)
         return applied
