@@ -44,6 +44,7 @@ import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -79,6 +80,7 @@ class Orders:
     """The order table, the stock and the ledger, in one SQLite file."""
 
     def __init__(self, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()  # one writer at a time; each step is one transaction
@@ -369,7 +371,9 @@ def wait_until(condition: Any, seconds: float, what: str) -> None:
 
 
 # --- the demo -----------------------------------------------------------------------------
-def demo(service: OrderService, admin: httpx.Client, own_url: str, wait_seconds: float) -> None:
+def demo(
+    service: OrderService, admin: httpx.Client, own_url: str, wait_seconds: float, endpoint_id: str
+) -> None:
     base = str(admin.base_url)
     manager_key = api_key(admin, "reviewer", f"manager-{uuid.uuid4().hex[:6]}")
     manager = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {manager_key}"})
@@ -449,7 +453,8 @@ def demo(service: OrderService, admin: httpx.Client, own_url: str, wait_seconds:
     delivery = next(
         d
         for d in admin.get(f"/tasks/{stories['approved']['task_id']}/deliveries").json()["items"]
-        if d["event_id"] == event["webhook_id"]
+        # Other endpoints may subscribe to the same events: redeliver ours only.
+        if d["event_id"] == event["webhook_id"] and d["endpoint_id"] == endpoint_id
     )
     admin.post(f"/deliveries/{delivery['id']}/redeliver").raise_for_status()
 
@@ -513,7 +518,7 @@ def main() -> None:
     print(f"order service on {own_url}, webhook endpoint {endpoint_id} registered with Signoff")
     try:
         if args.demo:
-            demo(service, admin, own_url, args.wait_seconds)
+            demo(service, admin, own_url, args.wait_seconds, endpoint_id)
         else:
             stop = threading.Event()
             for signal_number in (signal.SIGINT, signal.SIGTERM):

@@ -34,9 +34,9 @@ def _settings(database_url: str | None, **overrides: object) -> Settings:
 @app.command()
 def serve(
     host: Annotated[
-        str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")
+        str | None, typer.Option(help="Interface to listen on (default 127.0.0.1).")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port to listen on [default: 8000].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8000).")] = None,
     database_url: DatabaseOption = None,
     demo: Annotated[bool, typer.Option("--demo", help="Add demo keys and tasks.")] = False,
 ) -> None:
@@ -53,7 +53,7 @@ def serve(
         typer.echo(f"Demo producer key: {demo_keys['producer']}")
         typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
     typer.echo(
-        f"Signoff listening on http://{settings.host}:{settings.port} "
+        f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)})"
     )
     from signoff.api.app import create_app

@@ -104,7 +104,11 @@ async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
     if not allow_private:
         for address in addresses:
             if not is_public(address):
-                raise forbidden(url, f"{host} resolves to {address}, which is not a public address")
+                raise forbidden(
+                    url,
+                    f"{host} resolves to {address}, which is not a public address "
+                    "(for local development: SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)",
+                )
     chosen = addresses[0]
     literal = f"[{chosen}]" if chosen.version == 6 else str(chosen)
     netloc = f"{literal}:{port}"

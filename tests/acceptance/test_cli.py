@@ -158,5 +158,5 @@ def test_a_plain_postgresql_url_works_as_written(postgres_database: str, tmp_pat
         assert ready.json() == {"status": "ready", "database": "postgresql"}
     assert not (tmp_path / "signoff.db").exists()
     printed = "\n".join(served.output)
-    assert "Signoff listening" in printed
+    assert "Starting Signoff" in printed
     assert "hunter2-secret" not in printed

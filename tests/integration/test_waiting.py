@@ -448,6 +448,10 @@ def test_policies_are_managed_by_admins(waiting: LiveServer) -> None:
         assert names == ["default", "three-steps"]
         assert admin.delete("/escalation-policies/three-steps").status_code == 204
         assert admin.delete("/escalation-policies/three-steps").status_code == 404
+        assert (
+            admin.get("/escalation-policies/three-steps").json()["error_code"]
+            == "ERR_POLICY_NOT_FOUND"
+        )
     with waiting.new_client("supervisor") as supervisor:
         assert supervisor.post("/escalation-policies", json=POLICY).status_code == 403
 

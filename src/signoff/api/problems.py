@@ -12,12 +12,12 @@ served as ``application/problem+json``.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -117,11 +117,13 @@ def _is_unavailable(exc: DBAPIError) -> bool:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method any route offers for this path (Starlette names only the first match)."""
+    """Every method the API documents for this path (Starlette names only the first route
+    that matched the path)."""
     methods: set[str] = set()
-    for route in request.app.routes:
-        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
-            methods |= route.methods or set()
+    for template, operations in request.app.openapi()["paths"].items():
+        pattern = re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods |= {method.upper() for method in operations}
     return sorted(methods)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
 from signoff.domain.revisions import (
     RevisionEffect,
@@ -166,7 +167,7 @@ async def revise_subject(
                     "revision": task.approved_revision,
                     "digest": task.approved_digest,
                     "approved_by": task.operator_id,
-                    "approved_at": task.resolved_at.isoformat() if task.resolved_at else None,
+                    "approved_at": rfc3339(task.resolved_at),
                 },
             }
         if effect is RevisionEffect.CARRY_FORWARD:
@@ -419,7 +420,7 @@ def grant_view(grant: ExecutionGrant) -> dict[str, Any]:
         "revision": task.current_revision,
         "digest": task.digest,
         "approved_by": task.operator_id,
-        "granted_at": task.executed_at.isoformat() if task.executed_at else None,
+        "granted_at": rfc3339(task.executed_at),
     }
 
 

@@ -115,9 +115,19 @@ async def list_policies(ctx: ServiceContext, caller: Principal) -> list[dict[str
 
 
 async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[str, Any]:
+    """One policy (the default from settings under its own name).
+
+    Raises:
+        NotFound: ``ERR_POLICY_NOT_FOUND``.
+    """
     require_role(caller, ADMIN, "manage escalation policies")
+    if name == ctx.settings.default_policy.name:
+        return ctx.settings.default_policy.as_json()
     async with ctx.database.transaction(write=False) as uow:
-        return (await policy_for(uow, ctx, name)).as_json()
+        row = await store.find_policy(uow.connection, name)
+    if row is None:
+        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+    return {"name": row["name"], "levels": row["levels"]}
 
 
 async def delete_policy(ctx: ServiceContext, caller: Principal, name: str) -> None:

@@ -92,7 +92,7 @@ async def list_policies(context: Context, caller: Caller) -> Response:
     "/escalation-policies/{name}",
     tags=["waiting"],
     response_model=None,
-    responses=problems(422),
+    responses=problems(404),
     summary="One policy (admin)",
 )
 async def get_policy(name: str, context: Context, caller: Caller) -> Response:
