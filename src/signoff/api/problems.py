@@ -119,10 +119,14 @@ def _is_unavailable(exc: DBAPIError) -> bool:
 def _allowed_methods(request: Request) -> list[str]:
     """Every method the API documents for this path (Starlette names only the first route
     that matched the path)."""
+    paths = request.app.openapi()["paths"]
+    path = request.url.path
+    if path in paths:  # a literal path wins over templates it also fits (/tasks/claim-next)
+        return sorted(method.upper() for method in paths[path])
     methods: set[str] = set()
-    for template, operations in request.app.openapi()["paths"].items():
+    for template, operations in paths.items():
         pattern = re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template))
-        if re.fullmatch(pattern, request.url.path):
+        if re.fullmatch(pattern, path):
             methods |= {method.upper() for method in operations}
     return sorted(methods)
 
