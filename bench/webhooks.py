@@ -46,6 +46,7 @@ from typing import Any
 
 import httpx
 import rfc8785
+from bench.common import percentile
 
 ADMIN_KEY = "bench-webhooks-admin-key-0123456789"
 PG = ["-h", "127.0.0.1", "-U", "postgres"]
@@ -263,13 +264,6 @@ def collect(arrivals: Any, expected: set[str], timeout: float) -> dict[str, floa
         if event_type == "task.resolved" and task_id not in seen:
             seen[task_id] = arrived
     return seen
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 @dataclass
