@@ -61,13 +61,15 @@ def test_only_admins_manage_keys(server: LiveServer) -> None:
         {"role": "overlord", "principal_id": "x"},
         {"role": "reviewer"},
         {"role": "reviewer", "principal_id": ""},
+        {"role": "reviewer", "principal_id": "x", "email": "a\u0000b@example.org"},
+        {"role": "reviewer", "principal_id": "x", "groups": ["ok", "bad\u0000"]},
     ],
 )
 def test_a_bad_key_request_names_the_field(server: LiveServer, body) -> None:
     with server.admin() as admin:
         response = admin.post("/api-keys", json=body)
     assert response.status_code == 422
-    assert response.json()["errors"][0]["field"] in {"role", "principal_id"}
+    assert response.json()["errors"][0]["field"] in {"role", "principal_id", "email", "groups"}
 
 
 def test_a_revoked_key_stops_working_at_once(server: LiveServer) -> None:

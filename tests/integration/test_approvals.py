@@ -451,3 +451,20 @@ def test_oversized_numbers_in_approval_bodies_are_refused(producer, editor) -> N
         task["id"], token, {"decision": "APPROVED", "revision": 2**31, "digest": task["digest"]}
     )
     assert huge.status_code == 422
+
+
+def test_nul_in_action_and_source_ids_is_refused_not_crashed(producer, editor) -> None:
+    bad = producer.escalate(
+        escalation(subject={"actions": [{"id": "a\u0000b"}]}, source_revisions=["S\u0000:r1"])
+    )
+    assert bad.status_code == 422
+    task = new_subject_task(producer)
+    digest = decide(editor, task["id"]).json()["digest"]
+    execute(producer, task["id"], 1, digest)
+    assert (
+        producer.post(
+            f"/tasks/{task['id']}/actions/a%00b/complete", json={"operation_id": "x"}
+        ).status_code
+        == 404
+    )
+    assert producer.post(f"/tasks/{task['id']}/sources/S%00/revoke").status_code == 404

@@ -648,3 +648,13 @@ def test_the_sweeper_purges_expired_idempotency_keys(waiting: LiveServer) -> Non
     assert [row["idempotency_key"] for row in remaining] == [kept_body["idempotency_key"]]
     replay = producer.escalate(kept_body)
     assert replay.headers.get("Idempotent-Replayed") == "true"
+
+
+def test_a_policy_name_that_cannot_exist_is_not_found(waiting: LiveServer) -> None:
+    with waiting.admin() as admin:
+        for method in ("get", "delete"):
+            response = getattr(admin, method)("/escalation-policies/a%00b")
+            assert (response.status_code, response.json()["error_code"]) == (
+                404,
+                "ERR_POLICY_NOT_FOUND",
+            )

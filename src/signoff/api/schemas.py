@@ -69,6 +69,21 @@ class CreateApiKeyRequest(_Strict):
     groups: list[str] = Field(default_factory=list, description="Reviewer groups (seed 004).")
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$", max_length=320)
 
+    @field_validator("email")
+    @classmethod
+    def _printable_email(cls, value: str | None) -> str | None:
+        if value is not None and any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    @field_validator("groups")
+    @classmethod
+    def _group_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not 1 <= len(name) <= 100 or any(ord(ch) < 32 for ch in name):
+                raise ValueError("group names are 1 to 100 characters without control characters")
+        return value
+
 
 class ApiKeyCreated(BaseModel):
     id: str

@@ -40,14 +40,21 @@ SUBJECT_FIELDS_SCHEMA: dict[str, Any] = {
                     "items": {
                         "type": "object",
                         "required": ["id"],
-                        "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 255}},
+                        "properties": {
+                            "id": {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": 255,
+                                "pattern": "^[^\\x00]+$",
+                            }
+                        },
                     },
                 }
             },
         },
         "source_revisions": {
             "type": "array",
-            "items": {"type": "string", "minLength": 1, "maxLength": 255},
+            "items": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\x00]+$"},
         },
         "material_paths": {
             "type": "array",

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from signoff.domain.messages import render_notification
-from signoff.domain.policies import LevelAction, Policy, parse_policy, policy_from_json
+from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
 from signoff.domain.states import Action, Decision, Role, TaskStatus, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.errors import (
@@ -123,6 +123,8 @@ async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[
     require_role(caller, ADMIN, "manage escalation policies")
     if name == ctx.settings.default_policy.name:
         return ctx.settings.default_policy.as_json()
+    if not POLICY_NAME.match(name):
+        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
     async with ctx.database.transaction(write=False) as uow:
         row = await store.find_policy(uow.connection, name)
     if row is None:
@@ -133,7 +135,7 @@ async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[
 async def delete_policy(ctx: ServiceContext, caller: Principal, name: str) -> None:
     require_role(caller, ADMIN, "manage escalation policies")
     async with ctx.database.transaction() as uow:
-        if not await store.delete_policy(uow.connection, name):
+        if not POLICY_NAME.match(name) or not await store.delete_policy(uow.connection, name):
             raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
         await uow.commit()
 
