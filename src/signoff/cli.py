@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from typing import Annotated
 
@@ -38,10 +39,14 @@ def serve(
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (default 8000).")] = None,
     database_url: DatabaseOption = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Server processes (default 1). Each also runs the background workers."),
+    ] = None,
     demo: Annotated[bool, typer.Option("--demo", help="Add demo keys and tasks.")] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
-    settings = _settings(database_url, host=host, port=port)
+    settings = _settings(database_url, host=host, port=port, workers=workers)
     configure_logging(settings.log_level)
     admin_key = asyncio.run(prepare_database(settings))
     if admin_key:
@@ -54,8 +59,23 @@ def serve(
         typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
-        f"({make_url(settings.database_url).render_as_string(hide_password=True)})"
+        f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
+        f"{settings.workers} process{'es' if settings.workers > 1 else ''})"
     )
+    if settings.workers > 1:
+        # Each process builds its app from the environment; hand the flags down. Every
+        # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
+        os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        uvicorn.run(
+            "signoff.api.app:create_app",
+            factory=True,
+            workers=settings.workers,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=30,
+        )
+        return
     from signoff.api.app import create_app
 
     uvicorn.run(

@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     host: str = "127.0.0.1"
     port: int = 8000
+    workers: int = Field(default=1, ge=1, le=64)
+    """``signoff serve`` processes (uvicorn workers) sharing the port."""
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)

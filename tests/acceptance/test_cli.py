@@ -160,3 +160,31 @@ def test_a_plain_postgresql_url_works_as_written(postgres_database: str, tmp_pat
     printed = "\n".join(served.output)
     assert "Starting Signoff" in printed
     assert "hunter2-secret" not in printed
+
+
+def test_several_server_processes_share_one_sqlite_file(tmp_path: Path) -> None:
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    admin = {"Authorization": "Bearer acceptance-admin-key-0000"}
+    with serve(tmp_path, "--workers", "2", env=env) as served:
+        created = httpx.post(
+            f"{served.base_url}/api-keys",
+            headers=admin,
+            json={"role": "producer", "principal_id": "bot"},
+        )
+        producer = {"Authorization": f"Bearer {created.json()['key']}"}
+
+        async def escalate_many() -> list[int]:
+            async with httpx.AsyncClient(headers=producer, timeout=60) as client:
+                responses = await asyncio.gather(
+                    *(
+                        client.post(f"{served.base_url}/tasks/escalate", json=escalation())
+                        for _ in range(20)
+                    )
+                )
+            return [r.status_code for r in responses]
+
+        assert asyncio.run(escalate_many()) == [201] * 20
+        listed = httpx.get(
+            f"{served.base_url}/tasks", headers=producer, params={"limit": 50}
+        ).json()
+        assert len(listed["items"]) == 20
