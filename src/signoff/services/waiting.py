@@ -7,12 +7,13 @@ import hashlib
 import hmac
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from sqlalchemy.exc import DBAPIError
 
 from signoff.domain.messages import render_notification
 from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
@@ -31,6 +32,7 @@ from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
 from signoff.store.database import UnitOfWork
+from signoff.store.idempotency import purge_expired_idempotency_keys
 from signoff.store.tasks import LEASE_CLEARED
 
 log = structlog.get_logger("signoff.waiting")
@@ -469,3 +471,78 @@ async def task_notifications(
         }
         for r in rows
     ]
+
+
+# The notifier's and the sweeper's transactions ------------------------------------------
+
+
+async def claim_notifications(
+    ctx: ServiceContext, *, lease_seconds: int, limit: int
+) -> list[dict[str, Any]]:
+    """Lease up to ``limit`` due notifications (a read first: an idle notifier takes no
+    write lock)."""
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        if not await store.has_due_notifications(uow.connection, now=now):
+            return []
+    async with ctx.database.transaction() as uow:
+        due = await store.claim_due_notifications(
+            uow.connection,
+            now=now,
+            leased_until=now + timedelta(seconds=lease_seconds),
+            limit=limit,
+        )
+        await uow.commit()
+    return due
+
+
+async def finish_notification(
+    ctx: ServiceContext, row: dict[str, Any], *, error: str | None, next_attempt_at: datetime | None
+) -> None:
+    """Record one attempt: sent, to be retried at ``next_attempt_at``, or dead."""
+    async with ctx.database.transaction() as uow:
+        await store.finish_notification(
+            uow.connection,
+            row["id"],
+            attempt=int(row["attempts"]),
+            sent=error is None,
+            error=error,
+            next_attempt_at=next_attempt_at,
+            now=ctx.now(),
+        )
+        await uow.commit()
+
+
+async def sweep_due(
+    ctx: ServiceContext, *, after_each: Callable[[Task], None] | None = None
+) -> int:
+    """One sweep: apply the due escalation level of each task in a batch, in one
+    transaction with a savepoint per task, and purge a batch of expired idempotency keys.
+    Returns how many levels were applied. ``after_each`` (a test seam) runs after each
+    applied level, inside the transaction: raising there rolls the whole batch back."""
+    now = ctx.now()
+    applied = 0
+    async with ctx.database.transaction() as uow:
+        due = await store.lock_due_tasks(
+            uow.connection, now=now, limit=ctx.settings.sweep_batch_size
+        )
+        for task in due:
+            try:
+                # One task that cannot be escalated (bad data) is logged and skipped
+                # instead of blocking every other deadline.
+                async with uow.connection.begin_nested():
+                    updated = await apply_due_level(uow, ctx, task, now)
+            except DBAPIError:
+                log.exception("sweeper.task_failed", task_id=str(task.id))
+                continue
+            if updated is not None:
+                applied += 1
+                if after_each is not None:
+                    after_each(updated)
+        purged = await purge_expired_idempotency_keys(
+            uow.connection, now=now, limit=ctx.settings.sweep_batch_size
+        )
+        await uow.commit()
+    if purged:
+        log.info("sweeper.idempotency_keys_purged", keys=purged)
+    return applied

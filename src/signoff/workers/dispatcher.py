@@ -16,7 +16,6 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +25,6 @@ import structlog
 from sqlalchemy.exc import IntegrityError
 
 from signoff.domain.webhooks import (
-    FAILING_ENDPOINT_DISABLE_AFTER,
     AttemptOutcome,
     DeliveryStatus,
     Verdict,
@@ -37,10 +35,11 @@ from signoff.domain.webhooks import (
 from signoff.errors import SignoffError
 from signoff.metrics import WEBHOOK_ATTEMPTS
 from signoff.net import vet_url
+from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
+from signoff.services.delivery import AttemptRecord
 from signoff.settings import async_database_url
-from signoff.store import webhooks as store
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
 
@@ -48,18 +47,6 @@ log = structlog.get_logger("signoff.dispatcher")
 
 NOTIFY_CHANNEL = "signoff_outbox"
 MAX_STORED_RESPONSE = 1024
-
-
-@dataclass(frozen=True)
-class _AttemptRecord:
-    attempted_at: datetime
-    outcome: AttemptOutcome
-    response_body: str | None
-    latency_ms: int
-    status: DeliveryStatus
-    next_at: datetime | None
-    verdict: Verdict
-    now: datetime
 
 
 class Dispatcher:
@@ -81,25 +68,7 @@ class Dispatcher:
         return len(claimed)
 
     async def _claim_round(self, limit: int) -> list[ClaimedDelivery]:
-        now = self.context.now()
-        async with self.context.database.transaction(write=False) as uow:
-            if not await store.has_work(uow.connection, now=now):
-                return []
-        async with self.context.database.transaction() as uow:
-            await store.fan_out_outbox(
-                uow.connection, now=now, limit=self.settings.dispatcher_batch_size * 4
-            )
-            await uow.commit()
-        async with self.context.database.transaction() as uow:
-            claimed = await store.claim_due_deliveries(
-                uow.connection,
-                owner=self.owner,
-                now=now,
-                leased_until=now + timedelta(seconds=self.settings.webhook_attempt_lease_seconds),
-                limit=limit,
-            )
-            await uow.commit()
-        return claimed
+        return await delivery_service.claim_deliveries(self.context, owner=self.owner, limit=limit)
 
     async def _deliver(self, delivery: ClaimedDelivery) -> None:
         attempted_at = self.context.now()
@@ -188,11 +157,13 @@ class Dispatcher:
                 status = DeliveryStatus.DEAD
             else:
                 status, next_at = DeliveryStatus.PENDING, now + timedelta(seconds=delay)
-        record = _AttemptRecord(
+        record = AttemptRecord(
             attempted_at, outcome, response_body, latency_ms, status, next_at, verdict, now
         )
         try:
-            held = await self._store_result(delivery, record)
+            held = await delivery_service.record_delivery_attempt(
+                self.context, owner=self.owner, delivery=delivery, record=record
+            )
         except IntegrityError:
             # The endpoint (and so the delivery) was deleted while the attempt was in flight.
             log.info("webhook.attempt_orphaned", delivery_id=str(delivery.id))
@@ -208,48 +179,6 @@ class Dispatcher:
             result=status.value,
             lease_held=held,
         )
-
-    async def _store_result(self, delivery: ClaimedDelivery, record: _AttemptRecord) -> bool:
-        """Store the attempt and its consequences for the delivery and the endpoint, in one
-        transaction. Returns whether this dispatcher still held the delivery's lease."""
-        attempted_at, outcome, now, verdict = (
-            record.attempted_at,
-            record.outcome,
-            record.now,
-            record.verdict,
-        )
-        async with self.context.database.transaction() as uow:
-            conn = uow.connection
-            held = await store.record_attempt(
-                conn,
-                delivery=delivery,
-                owner=self.owner,
-                attempted_at=attempted_at,
-                status_code=outcome.status_code,
-                latency_ms=record.latency_ms,
-                error=outcome.error,
-                response_body=record.response_body,
-                now=now,
-                new_status=record.status,
-                next_attempt_at=record.next_at,
-            )
-            if verdict is Verdict.DISABLE_ENDPOINT:
-                await store.disable_endpoint(
-                    conn, delivery.endpoint_id, reason="receiver answered 410 Gone", now=now
-                )
-            else:
-                failing_since = await store.note_endpoint_result(
-                    conn, delivery.endpoint_id, succeeded=verdict is Verdict.SUCCESS, now=now
-                )
-                if (
-                    failing_since is not None
-                    and now - failing_since >= FAILING_ENDPOINT_DISABLE_AFTER
-                ):
-                    await store.disable_endpoint(
-                        conn, delivery.endpoint_id, reason="failing for 5 days", now=now
-                    )
-            await uow.commit()
-        return held
 
     async def run(self, stop: asyncio.Event) -> None:
         """Loop until ``stop`` is set. Attempts run concurrently (up to

@@ -16,8 +16,8 @@ import aiosmtplib
 import structlog
 
 from signoff.metrics import NOTIFICATIONS
+from signoff.services import waiting
 from signoff.services.context import ServiceContext
-from signoff.store import waiting as store
 
 log = structlog.get_logger("signoff.notifier")
 
@@ -35,18 +35,7 @@ class Notifier:
         """Send every due notification once; returns how many were attempted."""
         if self.settings.smtp_host is None:
             return 0
-        now = self.context.now()
-        async with self.context.database.transaction(write=False) as uow:
-            if not await store.has_due_notifications(uow.connection, now=now):
-                return 0
-        async with self.context.database.transaction() as uow:
-            due = await store.claim_due_notifications(
-                uow.connection,
-                now=now,
-                leased_until=now + timedelta(seconds=LEASE_SECONDS),
-                limit=50,
-            )
-            await uow.commit()
+        due = await waiting.claim_notifications(self.context, lease_seconds=LEASE_SECONDS, limit=50)
         for row in due:
             await self._send(row)
         return len(due)
@@ -80,17 +69,7 @@ class Notifier:
         next_at = None
         if error is not None and not permanent and attempt < len(RETRY_SCHEDULE):
             next_at = now + timedelta(seconds=RETRY_SCHEDULE[attempt])
-        async with self.context.database.transaction() as uow:
-            await store.finish_notification(
-                uow.connection,
-                row["id"],
-                attempt=attempt,
-                sent=error is None,
-                error=error,
-                next_attempt_at=next_at,
-                now=now,
-            )
-            await uow.commit()
+        await waiting.finish_notification(self.context, row, error=error, next_attempt_at=next_at)
         NOTIFICATIONS.labels("sent" if error is None else "failed").inc()
         log.info(
             "notification.attempt",

@@ -13,13 +13,10 @@ import contextlib
 from collections.abc import Callable
 
 import structlog
-from sqlalchemy.exc import DBAPIError
 
 from signoff.domain.tasks import Task
 from signoff.services import waiting
 from signoff.services.context import ServiceContext
-from signoff.store import waiting as store
-from signoff.store.idempotency import purge_expired_idempotency_keys
 
 log = structlog.get_logger("signoff.sweeper")
 
@@ -35,33 +32,8 @@ class Sweeper:
         self._after_each = after_each
 
     async def sweep_once(self) -> int:
-        """Apply every due level (one batch) and purge a batch of expired idempotency keys;
-        returns how many levels were applied."""
-        now = self.context.now()
-        applied = 0
-        async with self.context.database.transaction() as uow:
-            due = await store.lock_due_tasks(
-                uow.connection, now=now, limit=self.context.settings.sweep_batch_size
-            )
-            for task in due:
-                try:
-                    # A savepoint per task: one task that cannot be escalated (bad data)
-                    # is logged and skipped instead of blocking every other deadline.
-                    async with uow.connection.begin_nested():
-                        updated = await waiting.apply_due_level(uow, self.context, task, now)
-                except DBAPIError:
-                    log.exception("sweeper.task_failed", task_id=str(task.id))
-                    continue
-                if updated is not None:
-                    applied += 1
-                    if self._after_each is not None:
-                        self._after_each(updated)
-            purged = await purge_expired_idempotency_keys(
-                uow.connection, now=now, limit=self.context.settings.sweep_batch_size
-            )
-            await uow.commit()
-        if purged:
-            log.info("sweeper.idempotency_keys_purged", keys=purged)
+        """One sweep (:func:`signoff.services.waiting.sweep_due`); returns levels applied."""
+        applied = await waiting.sweep_due(self.context, after_each=self._after_each)
         if applied:
             log.info("sweeper.applied", levels=applied)
         return applied

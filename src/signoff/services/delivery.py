@@ -1,0 +1,98 @@
+"""Use cases of webhook delivery (the dispatcher's transactions): claim a round of due
+deliveries, and record what one attempt produced. Only services commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from signoff.domain.webhooks import (
+    FAILING_ENDPOINT_DISABLE_AFTER,
+    AttemptOutcome,
+    DeliveryStatus,
+    Verdict,
+)
+from signoff.services.context import ServiceContext
+from signoff.store import webhooks as store
+from signoff.store.webhooks import ClaimedDelivery
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """What one attempt produced and what it means for the delivery."""
+
+    attempted_at: datetime
+    outcome: AttemptOutcome
+    response_body: str | None
+    latency_ms: int
+    status: DeliveryStatus
+    next_at: datetime | None
+    verdict: Verdict
+    now: datetime
+
+
+async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> list[ClaimedDelivery]:
+    """Fan new outbox events out to deliveries, then lease up to ``limit`` due ones to
+    ``owner`` for ``SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS``. A read first, so an idle
+    dispatcher takes no write lock."""
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        if not await store.has_work(uow.connection, now=now):
+            return []
+    async with ctx.database.transaction() as uow:
+        await store.fan_out_outbox(
+            uow.connection, now=now, limit=ctx.settings.dispatcher_batch_size * 4
+        )
+        await uow.commit()
+    async with ctx.database.transaction() as uow:
+        claimed = await store.claim_due_deliveries(
+            uow.connection,
+            owner=owner,
+            now=now,
+            leased_until=now + timedelta(seconds=ctx.settings.webhook_attempt_lease_seconds),
+            limit=limit,
+        )
+        await uow.commit()
+    return claimed
+
+
+async def record_delivery_attempt(
+    ctx: ServiceContext, *, owner: str, delivery: ClaimedDelivery, record: AttemptRecord
+) -> bool:
+    """Store the attempt and its consequences for the delivery and the endpoint (410 or
+    five days of failures disable it), in one transaction. Returns whether ``owner`` still
+    held the delivery's lease.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: the endpoint was deleted while the attempt ran.
+    """
+    outcome, now, verdict = record.outcome, record.now, record.verdict
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        held = await store.record_attempt(
+            conn,
+            delivery=delivery,
+            owner=owner,
+            attempted_at=record.attempted_at,
+            status_code=outcome.status_code,
+            latency_ms=record.latency_ms,
+            error=outcome.error,
+            response_body=record.response_body,
+            now=now,
+            new_status=record.status,
+            next_attempt_at=record.next_at,
+        )
+        if verdict is Verdict.DISABLE_ENDPOINT:
+            await store.disable_endpoint(
+                conn, delivery.endpoint_id, reason="receiver answered 410 Gone", now=now
+            )
+        else:
+            failing_since = await store.note_endpoint_result(
+                conn, delivery.endpoint_id, succeeded=verdict is Verdict.SUCCESS, now=now
+            )
+            if failing_since is not None and now - failing_since >= FAILING_ENDPOINT_DISABLE_AFTER:
+                await store.disable_endpoint(
+                    conn, delivery.endpoint_id, reason="failing for 5 days", now=now
+                )
+        await uow.commit()
+    return held
