@@ -20,7 +20,7 @@ import hmac
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -95,7 +95,3 @@ def verify(
     given = lowered.get("x-signature-256", "")
     if not hmac.compare_digest(given.encode(), x_signature_256(secret, raw_body).encode()):
         raise WebhookVerificationError("X-Signature-256 does not match")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)

@@ -91,15 +91,3 @@ async def audit_events_for_task(
         }
         for row in rows
     ]
-
-
-async def outbox_events_for_task(
-    conn: AsyncConnection, task_id: uuid.UUID
-) -> Sequence[dict[str, Any]]:
-    """Outbox envelopes written for the task, oldest first."""
-    rows = await conn.execute(
-        select(outbox_events.c.payload)
-        .where(outbox_events.c.task_id == task_id)
-        .order_by(outbox_events.c.created_at, outbox_events.c.id)
-    )
-    return [row.payload for row in rows]
