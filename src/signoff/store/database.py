@@ -75,6 +75,8 @@ class UnitOfWork:
         self._committed = True
         if self.wrote_outbox:
             self._database.outbox_committed.set()
+            for listener in tuple(self._database.change_listeners):
+                listener.set()
 
 
 class Database:
@@ -83,6 +85,9 @@ class Database:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.outbox_committed = asyncio.Event()
+        self.change_listeners: set[asyncio.Event] = set()
+        """Events set on every commit that wrote the outbox, for in-process listeners
+        other than the dispatcher (the console's live updates); each clears its own."""
 
     @property
     def dialect(self) -> str:
