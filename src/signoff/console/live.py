@@ -15,12 +15,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import structlog
 
 from signoff.services.context import ServiceContext
 from signoff.settings import async_database_url
 from signoff.workers.dispatcher import NOTIFY_CHANNEL
+from signoff.workers.listen import Listener
 
 log = structlog.get_logger("signoff.console")
 
@@ -48,7 +48,9 @@ class ChangeHub:
         local = asyncio.Event()
         self.context.database.change_listeners.add(local)
         remote = asyncio.Event()
-        connection = await self._listen(remote)
+        stop = asyncio.Event()
+        listener = self._listener(remote)
+        listening = asyncio.create_task(listener.run(stop)) if listener is not None else None
         try:
             while True:
                 waiters = [
@@ -66,23 +68,19 @@ class ChangeHub:
                 await asyncio.sleep(0.2)  # coalesce a burst of changes into one wake-up
         finally:
             self.context.database.change_listeners.discard(local)
-            if connection is not None:
-                with contextlib.suppress(Exception):
-                    await connection.close()
+            stop.set()
+            if listening is not None:
+                listening.cancel()
+                with contextlib.suppress(BaseException):
+                    await listening
 
-    async def _listen(self, remote: asyncio.Event) -> Any:
+    def _listener(self, remote: asyncio.Event) -> Listener | None:
+        """The dispatcher's channel, listened to again after the database restarts."""
         url = async_database_url(self.context.settings.database_url)
         if not url.startswith("postgresql"):
             return None
-        try:
-            connection = await asyncpg.connect(
-                url.replace("postgresql+asyncpg://", "postgresql://", 1)
-            )
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: remote.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("console.listen_failed", error=str(exc))
-            return None
-        return connection
+        dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        return Listener(dsn, NOTIFY_CHANNEL, remote.set)
 
     @contextlib.asynccontextmanager
     async def subscription(self) -> AsyncIterator[None]:

@@ -60,8 +60,12 @@ class Form:
 
 
 async def _form(request: Request) -> Form:
-    body = await request.body()  # Starlette keeps it, so reading twice is fine
-    return Form(parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True))
+    data = await request.form()  # parsed once per request (the CSRF check read it first)
+    fields: dict[str, list[str]] = {}
+    for name, value in data.multi_items():
+        if isinstance(value, str):
+            fields.setdefault(name, []).append(value)
+    return Form(fields)
 
 
 def _context(request: Request) -> ServiceContext:
@@ -215,7 +219,7 @@ def _go(request: Request, url: str, tokens: TokenChanges | None = None) -> Respo
 
 
 @router.post("/start")
-async def start_reviewing(request: Request, principal: SignedIn, _csrf: CsrfChecked) -> Response:
+async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
     """Claim the next task the reviewer may take (filters of the current view apply)."""
     form = await _form(request)
     filters = InboxFilters(
@@ -241,7 +245,7 @@ async def start_reviewing(request: Request, principal: SignedIn, _csrf: CsrfChec
 
 
 @router.post("/bulk")
-async def bulk(request: Request, principal: SignedIn, _csrf: CsrfChecked) -> Response:
+async def bulk(request: Request, principal: CsrfChecked) -> Response:
     """Supervisors: claim, release or reassign several tasks at once (never approve:
     each approval names one revision)."""
     form = await _form(request)
@@ -530,7 +534,7 @@ async def _refusal_notice(
 
 @router.post("/tasks/{task_id}/{action}")
 async def task_action(
-    task_id: str, action: str, request: Request, principal: SignedIn, _csrf: CsrfChecked
+    task_id: str, action: str, request: Request, principal: CsrfChecked
 ) -> Response:
     tokens = TokenChanges(_held_tokens(request))
     if action == "decide":

@@ -175,7 +175,8 @@ async def active_facets(conn: AsyncConnection, *, limit: int) -> dict[str, list[
         ("group", T.assigned_group),
     ):
         statement = (
-            select(column).distinct()
+            select(column)
+            .distinct()
             .where(status_in(ACTIVE_STATUSES), column.is_not(None))
             .order_by(column)
             .limit(limit)
