@@ -230,7 +230,8 @@
     fetch("/console/tasks/" + id + "/state", { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (state) {
-        if (!state || String(state.version) === body.getAttribute("data-version")) return;
+        body = $("#task-body");  // an answer to the reviewer's own action may have replaced it
+        if (!state || !body || state.version <= Number(body.getAttribute("data-version"))) return;
         var params = new URLSearchParams(body.getAttribute("data-nav") || "");
         params.set("since", body.getAttribute("data-version"));
         if (body.getAttribute("data-revision")) params.set("seen", body.getAttribute("data-revision"));
