@@ -11,7 +11,6 @@ and are recorded before :meth:`Dispatcher.run` returns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import time
@@ -19,7 +18,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 import httpx
 import structlog
 from sqlalchemy.exc import IntegrityError
@@ -39,13 +37,11 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
-from signoff.settings import async_database_url
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
 
 log = structlog.get_logger("signoff.dispatcher")
 
-NOTIFY_CHANNEL = "signoff_outbox"
 MAX_STORED_RESPONSE = 1024
 
 
@@ -99,6 +95,8 @@ class Dispatcher:
             "User-Agent": "Signoff-Webhooks/1",
             "Host": target.host_header,
         }
+        if delivery.traceparent:  # W3C trace context of the escalation this event is about
+            headers["traceparent"] = delivery.traceparent
         extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
         try:
             # One deadline for the whole attempt: httpx's timeout is per read, so a
@@ -185,7 +183,10 @@ class Dispatcher:
         ``SIGNOFF_DISPATCHER_BATCH_SIZE``) and new work is claimed while others are in
         flight, so one slow receiver never holds up the rest. On stop, the attempts in
         flight finish and are recorded before this returns."""
-        listener = await self._listen()
+        # The process's one shared listener (PostgreSQL) wakes us; see store/changes.py.
+        changes = self.context.database.changes
+        await changes.start()
+        unsubscribe = changes.subscribe(self._wake.set)
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
         try:
@@ -209,9 +210,7 @@ class Dispatcher:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
-            if listener is not None:
-                with contextlib.suppress(Exception):
-                    await listener.close()
+            unsubscribe()
             await self._client.aclose()
 
     def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
@@ -237,17 +236,3 @@ class Dispatcher:
         )
         for waiter in waiters:
             waiter.cancel()
-
-    async def _listen(self) -> Any:
-        url = async_database_url(self.settings.database_url)
-        if not url.startswith("postgresql"):
-            return None
-        try:
-            connection = await asyncpg.connect(
-                url.replace("postgresql+asyncpg://", "postgresql://", 1)
-            )
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("dispatcher.listen_failed", error=str(exc))
-            return None
-        return connection
