@@ -3,8 +3,11 @@
 A commit that changed tasks wakes this process's waiters directly. On PostgreSQL one
 shared listener connection per process (``LISTEN signoff_outbox``: a trigger notifies,
 naming the task, when an outbox event commits in any process) wakes waiters here for
-changes made elsewhere, and wakes this process's dispatcher. Waiters are plain
-``asyncio`` events: a thousand idle long-polls hold no database connection.
+changes made elsewhere, and wakes this process's dispatcher. The listener is made again
+whenever its connection is lost (:class:`signoff.workers.listen.Listener`); each time it
+starts listening, every waiter re-reads, since what committed meanwhile was announced to
+no one. Waiters are plain ``asyncio`` events: a thousand idle long-polls hold no database
+connection.
 """
 
 from __future__ import annotations
@@ -13,71 +16,62 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-import asyncpg
-import structlog
 
 from signoff.metrics import LONG_POLL_WAITERS
-
-log = structlog.get_logger("signoff.changes")
+from signoff.workers.listen import Listener
 
 NOTIFY_CHANNEL = "signoff_outbox"
-RECONNECT_SECONDS = 1.0
+#: How long the first long-poll waits for the listener before relying on its own wait.
+START_SECONDS = 5.0
 
 
 class TaskChanges:
     """The per-process hub. ``listen_url`` (a plain ``postgresql://`` URL) enables the
-    shared listener; ``None`` (SQLite) leaves only the in-process signal, which is all a
-    single SQLite file has: its writers are this process or wake nobody."""
+    shared listener; ``None`` (SQLite) leaves the in-process signal only, which is what a
+    single-process SQLite deployment needs (other processes' commits are seen when a
+    waiter's time is up)."""
 
     def __init__(self, listen_url: str | None) -> None:
-        self._listen_url = listen_url
         self._waiters: dict[uuid.UUID, set[asyncio.Event]] = {}
         self._subscribers: set[Callable[[], None]] = set()
-        self._connection: Any = None
-        self._connected = asyncio.Event()
-        self._keeper: asyncio.Task[None] | None = None
-        self._closed = False
         self._parked = 0
+        self.listener: Listener | None = None
+        if listen_url is not None:
+            self.listener = Listener(
+                listen_url,
+                NOTIFY_CHANNEL,
+                self._wake_everyone,
+                on_payload=self._notified,
+            )
+        self._stop = asyncio.Event()
+        self._running: asyncio.Task[None] | None = None
 
     @property
     def waiting(self) -> int:
         """How many waiters are parked now (read done, waiting for a change)."""
         return self._parked
 
-    async def park(self, event: asyncio.Event, seconds: float) -> bool:
-        """Wait for ``event`` (from :meth:`watch`) at most ``seconds``; True when
-        it was set. The caller must hold no database connection."""
-        self._parked += 1
-        LONG_POLL_WAITERS.inc()
-        try:
-            await asyncio.wait_for(event.wait(), timeout=seconds)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            self._parked -= 1
-            LONG_POLL_WAITERS.dec()
-
     async def start(self) -> None:
-        """Make sure the listener runs (PostgreSQL); returns once it listens, or after
-        its first failed attempt (waiters then still wake from this process's commits
-        and when their time is up). Idempotent."""
-        if self._listen_url is None or self._closed:
+        """Make sure the shared listener runs (PostgreSQL). Idempotent; the first call
+        waits a little for it to listen, so an early waiter does not miss a change."""
+        listener = self.listener
+        if listener is None or self._stop.is_set():
             return
-        if self._keeper is None:
-            self._keeper = asyncio.create_task(self._keep_listening())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._connected.wait()), timeout=5)
+        if self._running is None:
+            self._running = asyncio.create_task(listener.run(self._stop))
+        if not listener.listening.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(listener.listening.wait(), timeout=START_SECONDS)
 
     async def close(self) -> None:
-        self._closed = True
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._keeper
-        await self._drop_connection()
+        self._stop.set()
+        running, self._running = self._running, None
+        if running is not None:
+            # A connection attempt under way is not worth waiting for.
+            done, _ = await asyncio.wait({running}, timeout=2)
+            if not done:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
         self._wake_everyone()
 
     def changed(self, task_ids: Iterable[uuid.UUID]) -> None:
@@ -101,17 +95,27 @@ class TaskChanges:
                 if not events:
                     del self._waiters[task_id]
 
+    async def park(self, event: asyncio.Event, seconds: float) -> bool:
+        """Wait for ``event`` (from :meth:`watch`) at most ``seconds``; True when it was
+        set. The caller must hold no database connection."""
+        self._parked += 1
+        LONG_POLL_WAITERS.inc()
+        try:
+            await asyncio.wait_for(event.wait(), timeout=seconds)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._parked -= 1
+            LONG_POLL_WAITERS.dec()
+
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback`` on every notification (the dispatcher's wake-up); returns the
-        unsubscribe function."""
+        """Call ``callback`` on every notification and whenever listening (re)starts (the
+        dispatcher's wake-up); returns the unsubscribe function."""
         self._subscribers.add(callback)
         return lambda: self._subscribers.discard(callback)
 
-    @property
-    def listening(self) -> bool:
-        return self._connection is not None
-
-    def _on_notification(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _notified(self, payload: str) -> None:
         for callback in list(self._subscribers):
             callback()
         try:
@@ -121,37 +125,8 @@ class TaskChanges:
         self.changed([task_id])
 
     def _wake_everyone(self) -> None:
-        """Waiters re-read when notifications may have been lost (listener reconnect)."""
         for events in self._waiters.values():
             for event in events:
                 event.set()
         for callback in list(self._subscribers):
             callback()
-
-    async def _keep_listening(self) -> None:
-        assert self._listen_url is not None
-        while not self._closed:
-            lost = asyncio.Event()
-            try:
-                connection = await asyncpg.connect(self._listen_url)
-                connection.add_termination_listener(lambda _c, lost=lost: lost.set())
-                await connection.add_listener(NOTIFY_CHANNEL, self._on_notification)
-            except (OSError, asyncpg.PostgresError) as exc:
-                log.warning("changes.listen_failed", error=str(exc))
-                self._connected.set()  # do not hold callers up; retry in the background
-                await asyncio.sleep(RECONNECT_SECONDS)
-                continue
-            self._connection = connection
-            self._connected.set()
-            # Anything committed while we were not listening: let everyone re-read.
-            self._wake_everyone()
-            await lost.wait()
-            log.warning("changes.listener_lost")
-            await self._drop_connection()
-            await asyncio.sleep(RECONNECT_SECONDS)
-
-    async def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()

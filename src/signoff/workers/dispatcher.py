@@ -3,8 +3,9 @@
 Any number of dispatchers may run (inside ``signoff serve`` and as ``signoff worker``):
 deliveries are leased with ``SKIP LOCKED`` on PostgreSQL, and every result is fenced by
 the lease owner and attempt number. On PostgreSQL an idle dispatcher wakes on
-``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits); SQLite polls
-every ``SIGNOFF_DISPATCHER_POLL_SECONDS``. Stopping drains: the attempts in flight finish
+``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits), listened to
+again after the database restarts; SQLite polls every ``SIGNOFF_DISPATCHER_POLL_SECONDS``
+(PostgreSQL too, as a fallback). Stopping drains: the attempts in flight finish
 and are recorded before :meth:`Dispatcher.run` returns.
 """
 
@@ -37,8 +38,10 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
+from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
+from signoff.workers.listen import Listener
 
 log = structlog.get_logger("signoff.dispatcher")
 
@@ -56,6 +59,7 @@ class Dispatcher:
             timeout=self.settings.webhook_timeout_seconds, follow_redirects=False, trust_env=False
         )
         self._wake = asyncio.Event()
+        self.listener = self._listener()
 
     async def run_once(self) -> int:
         """Fan out new events, then send every due delivery once. Returns attempts made."""
@@ -183,10 +187,11 @@ class Dispatcher:
         ``SIGNOFF_DISPATCHER_BATCH_SIZE``) and new work is claimed while others are in
         flight, so one slow receiver never holds up the rest. On stop, the attempts in
         flight finish and are recorded before this returns."""
-        # The process's one shared listener (PostgreSQL) wakes us; see store/changes.py.
+        listener = self.listener
+        # The process's one shared listener (store/changes.py) wakes us and long-polls.
         changes = self.context.database.changes
-        await changes.start()
         unsubscribe = changes.subscribe(self._wake.set)
+        await changes.start()
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
         try:
@@ -201,6 +206,9 @@ class Dispatcher:
                         claimed = await self._claim_round(capacity - len(in_flight))
                     except Exception:  # the loop must outlive a database hiccup
                         log.exception("dispatcher.iteration_failed")
+                    else:
+                        if listener is not None and not listener.listening.is_set():
+                            listener.nudge()  # the database answers again: listen again now
                 for delivery in claimed:
                     attempt = asyncio.create_task(self._deliver(delivery))
                     in_flight.add(attempt)
@@ -236,3 +244,9 @@ class Dispatcher:
         )
         for waiter in waiters:
             waiter.cancel()
+
+    def _listener(self) -> Listener | None:
+        """On PostgreSQL, the process's shared LISTEN on the outbox channel (it wakes this
+        dispatcher and long-poll waiters, and is made again whenever its connection is
+        lost); SQLite has none (it polls)."""
+        return self.context.database.changes.listener
