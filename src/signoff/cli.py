@@ -74,6 +74,7 @@ def serve(
             port=settings.port,
             log_level=settings.log_level,
             timeout_graceful_shutdown=30,
+            access_log=False,  # the app logs requests itself, tokens redacted
         )
         return
     from signoff.api.app import create_app
@@ -83,6 +84,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        access_log=False,  # the app logs requests itself, tokens redacted
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
     )
 
