@@ -1,11 +1,11 @@
-"""The ``signoff`` command: ``serve``, ``worker``, ``migrate``, ``create-key``."""
+"""The ``signoff`` command: ``serve``, ``worker``, ``migrate``, ``create-key``, ``create-user``."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import uuid
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 import uvicorn
@@ -126,6 +126,86 @@ def create_key(
             await database.dispose()
 
     typer.echo(asyncio.run(run()))
+
+
+@app.command("create-user")
+def create_user(
+    principal_id: Annotated[
+        str, typer.Option(help="The user name people sign in with (their principal id).")
+    ],
+    role: Annotated[str, typer.Option(help="reviewer, supervisor or admin.")],
+    email: Annotated[
+        str | None, typer.Option(help="E-mail address (also works to sign in).")
+    ] = None,
+    groups: Annotated[
+        str | None, typer.Option(help="Comma-separated groups, e.g. payments,aml.")
+    ] = None,
+    password_stdin: Annotated[
+        bool,
+        typer.Option(
+            "--password-stdin",
+            help="Read the password from standard input instead of printing a set-password link.",
+        ),
+    ] = False,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create a console user and print a one-time link (valid 24 h) to set the password."""
+    import sys
+
+    from signoff.domain.clock import SystemClock
+    from signoff.errors import SignoffError
+    from signoff.services.context import ServiceContext
+    from signoff.services.users import create_user as create
+    from signoff.store.database import Database, create_engine
+
+    def fail(message: str) -> NoReturn:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=2)
+
+    if role not in ("reviewer", "supervisor", "admin"):
+        fail(f"--role must be reviewer, supervisor or admin, not {role!r}")
+    password = None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            fail("--password-stdin: no password on standard input")
+    group_list = [g.strip() for g in (groups or "").split(",") if g.strip()]
+    try:
+        settings = _settings(database_url)
+    except ValueError as exc:
+        fail(f"invalid configuration: {exc}".splitlines()[0])
+    configure_logging("warning")
+
+    async def run() -> str:
+        await prepare_database(settings)
+        database = Database(create_engine(settings))
+        try:
+            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+            operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
+            created = await create(
+                context,
+                operator,
+                principal_id=principal_id,
+                role=Role(role),
+                groups=group_list,
+                email=email,
+                password=password,
+            )
+        finally:
+            await database.dispose()
+        if created.set_password_link is None:
+            return f"User {principal_id} created ({role}); the password is set."
+        return (
+            f"User {principal_id} created ({role}). Send them this one-time link to set "
+            f"their password (valid 24 hours):\n{created.set_password_link}"
+        )
+
+    try:
+        typer.echo(asyncio.run(run()))
+    except SignoffError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"cannot reach the database: {exc}")
 
 
 @app.command()

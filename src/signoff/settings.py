@@ -75,6 +75,24 @@ class Settings(BaseSettings):
     webhook_secret_overlap_seconds: int = Field(default=86400, ge=0)
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
+    # Console sign-in (issue 9): sessions, throttling, OpenID Connect.
+    session_idle_seconds: int = Field(default=1800, gt=0)
+    """A console session ends after this long without a request."""
+    session_max_seconds: int = Field(default=43200, gt=0)
+    """A console session ends this long after sign-in, however active."""
+    login_max_failures: int = Field(default=5, gt=0)
+    """Failed sign-ins per account, and per address, before sign-in is refused (429)."""
+    login_failure_window_seconds: int = Field(default=900, gt=0)
+    oidc_issuer: str | None = None
+    """OpenID Connect issuer URL (its ``/.well-known/openid-configuration`` is read)."""
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = Field(default=None, repr=False)
+    oidc_scopes: str = "openid email profile"
+    oidc_groups_claim: str = "groups"
+    oidc_username_claim: str = "preferred_username"
+    """The claim that becomes the principal id (falls back to ``email``, then ``sub``)."""
+    oidc_role_map: str = "{}"
+    """JSON object: IdP group → role (reviewer, supervisor, admin); the highest one wins."""
 
     @field_validator("webhook_retry_schedule")
     @classmethod
@@ -103,6 +121,28 @@ class Settings(BaseSettings):
         if value is not None and len(value) < 16:
             raise ValueError("SIGNOFF_BOOTSTRAP_ADMIN_KEY must be at least 16 characters")
         return value
+
+    @field_validator("oidc_role_map")
+    @classmethod
+    def _role_map_parses(cls, value: str) -> str:
+        document = json.loads(value)
+        roles = {"reviewer", "supervisor", "admin"}
+        if not isinstance(document, dict) or not all(
+            isinstance(k, str) and v in roles for k, v in document.items()
+        ):
+            raise ValueError(
+                "SIGNOFF_OIDC_ROLE_MAP must be a JSON object of group → reviewer, "
+                "supervisor or admin"
+            )
+        return value
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer and self.oidc_client_id)
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.public_base_url.lower().startswith("https://")
 
     @property
     def is_sqlite(self) -> bool:

@@ -14,6 +14,8 @@ from signoff import __version__
 from signoff.api.access_log import AccessLog
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
+from signoff.api.routes import users as user_routes
+from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
@@ -61,6 +63,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(approvals.router)
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
+    app.include_router(user_routes.router)
+    install_console(app)
     return app
 
 

@@ -388,3 +388,54 @@ notifications = Table(
         sqlite_where=text("status = 'PENDING'"),
     ),
 )
+
+# People who sign in to the console (issue 9). A user ends in the same Principal an API
+# key does: ``users.id`` plays the part of the key id.
+users = Table(
+    "users",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("principal_id", Text, nullable=False, unique=True),
+    Column("role", String(32), nullable=False),
+    Column("groups", JsonText, nullable=False),
+    Column("email", Text),
+    Column("password_hash", Text),
+    Column("source", String(16), nullable=False),
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index("ix_users_email", "email"),
+)
+
+#: Console sessions, server-side: the cookie carries the id, only its SHA-256 is stored.
+user_sessions = Table(
+    "user_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("user_id", Uuid(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+    Index("ix_user_sessions_user", "user_id"),
+)
+
+#: One-time set-password links (SHA-256 of the token; valid 24 h).
+password_tokens = Table(
+    "password_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("user_id", Uuid(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("used_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_password_tokens_user", "user_id"),
+)
+
+#: Failed sign-ins, per account and per address, for throttling.
+login_failures = Table(
+    "login_failures",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("scope", Text, nullable=False),
+    Column("failed_at", UtcDateTime, nullable=False),
+    Index("ix_login_failures_scope", "scope", "failed_at"),
+)
