@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from signoff import __version__
-from signoff.api.access_log import AccessLog
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.api.routes import users as user_routes
@@ -56,7 +55,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     install_problem_handlers(app)
-    app.add_middleware(AccessLog)  # uvicorn's own access log is off: it logged tokens
     app.openapi = lambda: _openapi_with_problems(app)  # type: ignore[method-assign]
     app.include_router(admin.router)
     app.include_router(tasks.router)
