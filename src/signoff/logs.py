@@ -5,10 +5,30 @@ prints for the user, such as a new API key)."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
+
+#: A resume link's path carries its token: ``/r/<token>`` (and any URL that contains it).
+_RESUME_PATH = re.compile(r"/r/[^/\s?#\"']+")
+REDACTED_PATH = "/r/[redacted]"
+
+
+def redact(text: str) -> str:
+    """``text`` with every resume-link token replaced: tokens never reach a log."""
+    return _RESUME_PATH.sub(REDACTED_PATH, text) if "/r/" in text else text
+
+
+def _redact_event(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact(value)
+    return event
 
 
 def _renderer(on_terminal: bool) -> structlog.typing.Processor:
@@ -20,9 +40,11 @@ def configure_logging(level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _redact_event,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *([] if on_terminal else [structlog.processors.format_exc_info]),
+            _redact_event,  # again: a formatted traceback may quote a path
             _renderer(on_terminal),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -74,10 +96,12 @@ def server_log_config(level: str = "info") -> dict[str, Any]:
                     structlog.stdlib.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso", utc=True),
                     _server_event,
+                    _redact_event,  # uvicorn's request lines carry /r/<token> paths
                 ],
                 "processors": [
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     *([] if on_terminal else [structlog.processors.format_exc_info]),
+                    _redact_event,
                     _renderer(on_terminal),
                 ],
             }

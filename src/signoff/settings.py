@@ -86,7 +86,10 @@ class Settings(BaseSettings):
     session_max_seconds: int = Field(default=43200, gt=0)
     """A console session ends this long after sign-in, however active."""
     login_max_failures: int = Field(default=5, gt=0)
-    """Failed sign-ins per account, and per address, before sign-in is refused (429)."""
+    """Failed sign-ins of one account before its sign-in is refused (429) for the window."""
+    login_max_failures_per_address: int = Field(default=50, gt=0)
+    """Failed sign-ins from one address (any accounts) before it is refused (429): higher,
+    since an office behind one address shares it."""
     login_failure_window_seconds: int = Field(default=900, gt=0)
     oidc_issuer: str | None = None
     """OpenID Connect issuer URL (its ``/.well-known/openid-configuration`` is read)."""
