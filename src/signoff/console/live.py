@@ -1,11 +1,11 @@
 """Live updates for open console pages, fed by the dispatcher's change signal.
 
-Every state change other people care about writes an outbox event. In this process the
-commit sets an event; on PostgreSQL a trigger also sends ``NOTIFY signoff_outbox``, so a
-change made by another replica reaches this one. One :class:`ChangeHub` per application
-listens (only while a page is open) and wakes every Server-Sent Events stream, which tells
-the page to look again; the page asks the server what changed. SQLite with several
-processes has no cross-process signal: pages also poll slowly, as a fallback.
+A commit that changed a task wakes this process's listeners; on PostgreSQL the shared
+``LISTEN signoff_outbox`` of :mod:`signoff.store.changes` (the one the dispatcher wakes
+on) brings changes made by other replicas. One :class:`ChangeHub` per application listens
+while a page is open and wakes every Server-Sent Events stream, which tells the page to
+look again; the page then asks the server what changed. SQLite with several processes has
+no cross-process signal: pages also poll slowly, as a fallback.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from typing import Any
 import structlog
 
 from signoff.services.context import ServiceContext
-from signoff.settings import async_database_url
-from signoff.workers.dispatcher import NOTIFY_CHANNEL
-from signoff.workers.listen import Listener
 
 log = structlog.get_logger("signoff.console")
 
@@ -45,13 +42,13 @@ class ChangeHub:
             self._moved.notify_all()
 
     async def _run(self) -> None:
-        local = asyncio.Event()
+        changes = self.context.database.changes
+        local = asyncio.Event()  # a commit in this process changed a task
+        remote = asyncio.Event()  # a notification from another process (PostgreSQL)
         self.context.database.change_listeners.add(local)
-        remote = asyncio.Event()
-        stop = asyncio.Event()
-        listener = self._listener(remote)
-        listening = asyncio.create_task(listener.run(stop)) if listener is not None else None
+        unsubscribe = changes.subscribe(remote.set)
         try:
+            await changes.start()  # the shared listener (PostgreSQL); idempotent
             while True:
                 waiters = [
                     asyncio.ensure_future(local.wait()),
@@ -68,19 +65,7 @@ class ChangeHub:
                 await asyncio.sleep(0.2)  # coalesce a burst of changes into one wake-up
         finally:
             self.context.database.change_listeners.discard(local)
-            stop.set()
-            if listening is not None:
-                listening.cancel()
-                with contextlib.suppress(BaseException):
-                    await listening
-
-    def _listener(self, remote: asyncio.Event) -> Listener | None:
-        """The dispatcher's channel, listened to again after the database restarts."""
-        url = async_database_url(self.context.settings.database_url)
-        if not url.startswith("postgresql"):
-            return None
-        dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        return Listener(dsn, NOTIFY_CHANNEL, remote.set)
+            unsubscribe()
 
     @contextlib.asynccontextmanager
     async def subscription(self) -> AsyncIterator[None]:
