@@ -206,7 +206,21 @@
 
   var saved = null;
 
+  var inFlight = 0;
+  document.addEventListener("htmx:beforeRequest", function () { inFlight += 1; });
+  document.addEventListener("htmx:afterRequest", function () { inFlight = Math.max(0, inFlight - 1); });
+
   document.addEventListener("htmx:beforeSwap", function (event) {
+    // Never let an older picture of the task replace a newer one (a refresh that was
+    // under way while the reviewer's own action answered).
+    var current = $("#task-body");
+    var text = event.detail.xhr && event.detail.xhr.responseText;
+    var match = text && /id="task-body"[^>]*data-version="(\d+)"/.exec(text);
+    if (current && match && event.detail.requestConfig && event.detail.requestConfig.verb === "get" &&
+        Number(match[1]) <= Number(current.getAttribute("data-version"))) {
+      event.detail.shouldSwap = false;
+      return;
+    }
     var form = $("#decide");
     if (form && event.detail.target && event.detail.target.id === "task-body") {
       saved = { notes: $("#notes", form).value, payload: $("#payload", form).value,
@@ -225,6 +239,7 @@
   function checkTask() {
     var body = $("#task-body");
     if (!body || checkTask.busy) return;
+    if (inFlight > 0) { setTimeout(checkTask, 300); return; }  // the answer will show it
     var id = body.getAttribute("data-task-id");
     checkTask.busy = true;
     fetch("/console/tasks/" + id + "/state", { headers: { Accept: "application/json" }, credentials: "same-origin" })
