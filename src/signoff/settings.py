@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     webhook_secret_overlap_seconds: int = Field(default=86400, ge=0)
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
+    # Producers' side (agents).
+    execution_lease_seconds: int = Field(default=300, gt=0, le=86400)
+    """How long an execution grant fences its executor before another may take over."""
     # Console sign-in (issue 9): sessions, throttling, OpenID Connect.
     session_idle_seconds: int = Field(default=1800, gt=0)
     """A console session ends after this long without a request."""
