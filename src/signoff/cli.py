@@ -185,6 +185,11 @@ def serve(
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        if not settings.secret_key:
+            # Console sessions and form tokens are signed: every process needs one key.
+            import secrets
+
+            os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
         uvicorn.run(
             "signoff.cli:server_process_app",
             factory=True,
