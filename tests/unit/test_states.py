@@ -52,7 +52,12 @@ def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the
         Action.RESOLVE,
         Action.RESOLVE_BY_LINK,
     }
-    system_actions = {Action.ESCALATE_LEVEL, Action.REASSIGN, Action.EXPIRE}
+    system_actions = {
+        Action.ESCALATE_LEVEL,
+        Action.REASSIGN,
+        Action.EXPIRE,
+        Action.EXECUTION_STALLED,
+    }
     overseer_actions = {Action.FORCE_RELEASE, Action.HAND_OVER, Action.WITHDRAW}
     for action, step in TRANSITIONS.items():
         if action in lease_actions:
