@@ -22,6 +22,7 @@ from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
+from signoff.domain.producer import parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -74,7 +75,9 @@ class TaskPage:
     next_cursor: str | None
 
 
-async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> EscalationOutcome:
+async def escalate(
+    ctx: ServiceContext, principal: Principal, body: Any, *, traceparent: str | None = None
+) -> EscalationOutcome:
     """Create a review task from a producer's escalation (seed ``000``).
 
     ``body`` is the parsed JSON request. Returns the 201 response, or the replay of the
@@ -90,6 +93,8 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     step = transition(Action.ESCALATE)
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
+    refuse_unknown_fields(body)
+    producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
     now = ctx.now()
@@ -104,8 +109,13 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
             if stored is None or stored.expires_at <= now:
                 raise
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
-        task = _new_task(request, proposal, waiting, policy, principal, now)
-        response = dumps({"task_id": str(task.id), **task_view(task, now)})
+        task = replace(
+            _new_task(request, proposal, waiting, policy, principal, now),
+            producer_metadata=producer_fields.metadata,
+            traceparent=producer_fields.traceparent,
+        )
+        view = task_view(task, now, metadata=True, traceparent=True)
+        response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
         fresh = await idempotency.claim_idempotency_key(
             conn,
@@ -209,6 +219,8 @@ def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
         "escalation_policy": task.escalation_policy,
         "assigned_group": task.assigned_group,
         "summary": task.summary,
+        "producer_metadata": task.producer_metadata,
+        "traceparent": task.traceparent,
     }
 
 
