@@ -79,3 +79,33 @@ def test_the_link_page_shows_the_subject_and_its_changes_and_requests_a_revision
     decided = httpx.get(url)
     assert "already recorded: REVISION_REQUESTED" in decided.text
     assert "<dt>Entity</dt>" not in decided.text  # no empty labels on a decided page
+
+
+def test_an_approval_invalidated_by_a_new_revision_sends_a_new_mail_with_a_link(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    body = escalation(assigned_group="reviewers", policy="three-steps", subject=SUBJECT)
+    task = producer.escalate(body).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    approved = httpx.post(local(waiting, link), json={"decision": "APPROVED", "revision": 1})
+    assert approved.json()["state"] == "decided"
+
+    changed = producer.put(
+        f"/tasks/{task['id']}/subject",
+        headers={"If-Match": '"1"'},
+        json={"subject": SUBJECT | {"amount": "900 EUR"}},
+    )
+    assert changed.status_code == 200
+    assert producer.get(f"/tasks/{task['id']}").json()["status"] == "PENDING_REVIEW"
+    send_mail(waiting)
+    subjects = [str(m["Subject"]) for m in mailbox.to("alice@example.org")]
+    assert any("invalidated the approval" in s for s in subjects), subjects
+    fresh = links_in(mailbox, "alice@example.org")[-1]
+    assert fresh != link
+    page = httpx.get(local(waiting, fresh))
+    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "900 EUR" in page.text
