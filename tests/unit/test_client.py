@@ -583,4 +583,4 @@ def test_an_execution_completed_under_another_operation_is_not_waited_for() -> N
         client(handler).execution("t", subject=ARTICLE, operation_id="op-other"),
     ):
         pass
-    assert calls.count("/tasks/t/execute") == 1
+    assert [c for c in calls if c.endswith("/execute")] == [calls[-1]]
