@@ -411,6 +411,19 @@ def worker(database_url: DatabaseOption = None) -> None:
     asyncio.run(run())
 
 
+@app.command("mcp")
+def mcp_server() -> None:
+    """Serve Signoff's review tools to agents over MCP on stdio (needs signoff[mcp]):
+    request_human_review, get_review, wait_for_decision, against SIGNOFF_URL with the
+    producer key in SIGNOFF_API_KEY."""
+    try:
+        from signoff.integrations.mcp import main as serve_mcp
+    except ImportError as missing:
+        hint = f"signoff mcp needs the mcp extra: pip install 'signoff[mcp]' ({missing})"
+        raise SystemExit(hint) from missing
+    serve_mcp()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command line; user errors become one line on stderr and a non-zero exit."""
     command = typer.main.get_command(app)

@@ -24,7 +24,15 @@ from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
 from signoff.domain.producer import parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
-from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
+from signoff.domain.states import (
+    Action,
+    Decision,
+    ExecutionStatus,
+    Role,
+    TaskStatus,
+    Transition,
+    transition,
+)
 from signoff.domain.tasks import (
     Principal,
     Task,
@@ -544,11 +552,23 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
+    execution_status: ExecutionStatus | None = None,
+    claimed_by: str | None = None,
+    assigned_group: str | None = None,
 ) -> TaskPage:
-    """A page of tasks in creation order. Producers see only their own."""
+    """A page of tasks in creation order. Producers see only their own. ``claimed_by``
+    names a live claim's holder (``me``: the caller)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
-    filters = {"entity_type": entity_type, "entity_id": entity_id, "reason_code": reason_code}
+    if claimed_by == "me":
+        claimed_by = principal.principal_id
+    filters = {
+        "entity_type": entity_type,
+        "entity_id": entity_id,
+        "reason_code": reason_code,
+        "claimed_by": claimed_by,
+        "assigned_group": assigned_group,
+    }
     nul = [
         FieldError(name, "must not contain U+0000")
         for name, v in filters.items()
@@ -569,6 +589,9 @@ async def list_tasks(
             entity_id=entity_id,
             reason_code=reason_code,
             producer_id=principal.principal_id if principal.role is Role.PRODUCER else None,
+            execution_status=execution_status.value if execution_status else None,
+            claimed_by=claimed_by,
+            assigned_group=assigned_group,
         )
     page = list(tasks[:limit])
     next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None
