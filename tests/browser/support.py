@@ -190,17 +190,20 @@ def login(page: Page, user: User | str, password: str | None = None) -> None:
     page.wait_for_url(lambda url: "/console/login" not in url)
 
 
+AXE = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "axe-core" / "axe.min.js"
+
+
 def accessibility_violations(
     page: Page, impacts: tuple[str, ...] = ("serious", "critical")
 ) -> list[str]:
     """axe-core's violations of ``impacts`` on the page as it is now, one line each
-    (``[]`` when there are none). axe-core comes with ``axe-playwright-python``."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page)
+    (``[]`` when there are none). axe-core comes from the local npm install
+    (``tests/node``); nothing is fetched."""
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("async () => (await axe.run(document)).violations")
     return [
         f"{v['id']} ({v['impact']}): {v['help']} — "
         + "; ".join(str(node.get("target")) for node in v.get("nodes", [])[:3])
-        for v in results.response.get("violations", [])
+        for v in violations
         if v.get("impact") in impacts
     ]
