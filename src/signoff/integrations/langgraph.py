@@ -271,7 +271,9 @@ class WebhookReceiver:
     secrets, newest first. Each delivery is answered 400 (bad signature), 503 while the
     thread is still running (Signoff delivers again later), or 200 with ``{"outcome": ...}``:
     ``resumed``, ``duplicate``, or ``ignored: <why>``. The resume runs before the answer,
-    one delivery at a time, so a failed resume answers 500 and Signoff delivers again.
+    one delivery at a time per thread, so a failed resume answers 500 and Signoff delivers
+    again. Keep what runs after an approval short (Signoff gives an attempt
+    ``SIGNOFF_WEBHOOK_TIMEOUT_SECONDS``), or hand long work to a queue of your own.
     """
 
     def __init__(
@@ -288,7 +290,15 @@ class WebhookReceiver:
         self.seen = seen or MemorySeen()
         self._resume = resume or (lambda command, config: graph.invoke(command, config))
         self._on_outcome = on_outcome
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _thread_lock(self, event: WebhookEvent) -> threading.Lock:
+        """One delivery at a time per LangGraph thread (others go on in parallel)."""
+        correlation = event.metadata.get("langgraph")
+        thread = str(correlation.get("thread_id")) if isinstance(correlation, dict) else ""
+        with self._locks_lock:
+            return self._locks.setdefault(thread, threading.Lock())
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         """Verify and act on one delivery: ``(HTTP status, outcome)``. Blocking."""
@@ -297,7 +307,7 @@ class WebhookReceiver:
         except WebhookVerificationFailed:
             return 400, "bad signature"
         status = 200
-        with self._lock:
+        with self._thread_lock(event):
             if not self.seen.add(event.dedupe_key):
                 outcome = "duplicate"
             else:

@@ -118,7 +118,9 @@ def safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return HOME_PATH
     parts = urlsplit(target)
-    if parts.scheme or parts.netloc or any(c in target for c in "\r\n\\"):
+    # Browsers drop tabs and newlines from URLs ("/\t/evil.example" becomes
+    # "//evil.example"), so any control character, space or backslash is refused.
+    if parts.scheme or parts.netloc or any(c <= " " or c in "\\\x7f" for c in target):
         return HOME_PATH
     return target
 

@@ -182,6 +182,7 @@ def _set_password_page(
         min_length=user_service.MIN_PASSWORD_LENGTH,
     )
     keep_anonymous_csrf_cookie(request, response)
+    response.headers["Referrer-Policy"] = "no-referrer"  # the link is a secret
     return response
 
 
