@@ -586,7 +586,8 @@ async def revoke_source(
         if await store.revoke_source(
             uow.connection, task_id=task.id, source_id=source_id, by=principal.principal_id, now=now
         ):
-            await record_transition(uow, step, task, principal, now, {"source_id": source_id})
+            revoked = await store.new_task_version(uow.connection, task.id, now)
+            await record_transition(uow, step, revoked, principal, now, {"source_id": source_id})
             await uow.commit()
     return {"task_id": str(task.id), "source_id": source_id, "revoked": True}
 
