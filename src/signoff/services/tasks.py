@@ -536,14 +536,6 @@ async def list_tasks(
     """A page of tasks in creation order. Producers see only their own."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
-    filters = {"entity_type": entity_type, "entity_id": entity_id, "reason_code": reason_code}
-    nul = [
-        FieldError(name, "must not contain U+0000")
-        for name, v in filters.items()
-        if v and "\x00" in v
-    ]
-    if nul:
-        raise validation_error(nul)
     after = _decode_cursor(cursor) if cursor else None
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
