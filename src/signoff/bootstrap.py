@@ -20,10 +20,11 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
 
     Returns a newly generated admin key secret to show once, or ``None``.
     """
-    keyring = load_keyring(settings)
     database = Database(create_engine(settings))
     try:
-        await upgrade(database.engine, keyring=keyring)
+        # The key is loaded (on first start: created) only once the database answered, and
+        # by the migration only if it has secrets to encrypt.
+        await upgrade(database.engine, keyring=lambda: load_keyring(settings))
         context = ServiceContext(database=database, settings=settings, clock=clock or SystemClock())
         await reencrypt_with_newest_key(context)
         return await ensure_admin_key(context)

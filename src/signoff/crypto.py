@@ -108,6 +108,11 @@ def load_keyring(settings: Settings, *, create: bool = True) -> Keyring:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             pass  # another process of this host created it first: use theirs
+        except OSError as exc:
+            raise ValueError(
+                f"cannot create the encryption key file {path} ({exc.strerror}): set "
+                "SIGNOFF_KEY_FILE or SIGNOFF_ENCRYPTION_KEYS"
+            ) from None
         else:
             with os.fdopen(descriptor, "w") as handle:
                 handle.write(key + "\n")

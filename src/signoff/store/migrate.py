@@ -29,8 +29,9 @@ def _upgrade(connection: Connection, revision: str, keyring: Any) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
     config = alembic_config()
     config.attributes["connection"] = connection
-    # Migrations that encrypt stored secrets use it (signoff.crypto.Keyring); without
-    # one they load the keys from the environment, and only if they have rows to change.
+    # Migrations that encrypt stored secrets use it (a signoff.crypto.Keyring, or a
+    # function returning one, called only when there is something to encrypt); without
+    # one they load the keys from the environment.
     config.attributes["keyring"] = keyring
     command.upgrade(config, revision)
 

@@ -31,6 +31,8 @@ def _keyring() -> Keyring:
 
     config = op.get_context().config
     given = config.attributes.get("keyring") if config is not None else None
+    if callable(given):
+        given = given()
     return given if isinstance(given, Keyring) else load_keyring(Settings())
 
 
