@@ -262,7 +262,7 @@ def test_the_migration_encrypts_clear_secrets_and_takes_links_out_of_bodies(
     async def scenario() -> tuple[Any, list[Any]]:
         database = Database(create_engine(Settings(database_url=empty_database_url)))
         try:
-            await upgrade(database.engine, "0005")
+            await upgrade(database.engine, "0006")
             async with database.engine.begin() as connection:
                 now = datetime(2026, 12, 1, tzinfo=UTC)
                 await connection.execute(

@@ -3,7 +3,7 @@ encrypted, resume links taken out of stored e-mail bodies (the token of an unsen
 kept encrypted), and the owner of a producer's webhook endpoint.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from signoff.crypto import Keyring
 
 revision: str = "0007"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
