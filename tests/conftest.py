@@ -150,3 +150,12 @@ def own_postgres_database(own_postgres: Cluster) -> str:
 
     asyncio.run(migrate())
     return url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright's synchronous API drives an event loop on the
+    main thread, and ``asyncio.run`` (which the other tests' fixtures use) refuses to start
+    while one is running."""
+    browser = [item for item in items if "tests/browser/" in item.nodeid]
+    others = [item for item in items if "tests/browser/" not in item.nodeid]
+    items[:] = others + browser
