@@ -411,6 +411,17 @@ def worker(database_url: DatabaseOption = None) -> None:
     asyncio.run(run())
 
 
+@app.command("generate-encryption-key")
+def generate_encryption_key() -> None:
+    """Print a new key for SIGNOFF_ENCRYPTION_KEYS (which encrypts webhook secrets and
+    unsent resume links at rest). To rotate: put the new key first, keep the old ones
+    after it, restart every replica (each re-encrypts with the newest key on start),
+    then drop the old key."""
+    from signoff.crypto import generate_key
+
+    typer.echo(generate_key())
+
+
 @app.command("mcp")
 def mcp_server() -> None:
     """Serve Signoff's review tools to agents over MCP on stdio (needs signoff[mcp]):

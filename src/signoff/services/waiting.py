@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from sqlalchemy.exc import DBAPIError
 
+from signoff.crypto import SecretUnavailable
 from signoff.domain.messages import render_notification
 from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
 from signoff.domain.revisions import structured_diff
@@ -152,6 +153,27 @@ def hash_resume_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+#: Where a stored notification body's resume link goes. Producer text cannot contain it:
+#: messages turn every control character (U+001E included) into a space.
+LINK_PLACEHOLDER = "\x1eresume-link\x1e"
+
+
+def notification_body(ctx: ServiceContext, row: dict[str, Any]) -> str:
+    """The e-mail body to send: the stored body with its resume link rebuilt from the
+    encrypted token (the link exists only in memory, while sending).
+
+    Raises:
+        SecretUnavailable: this process's keys cannot decrypt the token.
+    """
+    body = str(row["body"])
+    if LINK_PLACEHOLDER not in body:
+        return body
+    if not row.get("resume_token"):
+        raise SecretUnavailable("the notification's resume token is gone")
+    token = ctx.keyring.decrypt(row["resume_token"])
+    return body.replace(LINK_PLACEHOLDER, f"{ctx.settings.public_base_url.rstrip('/')}/r/{token}")
+
+
 async def notify(
     uow: UnitOfWork,
     ctx: ServiceContext,
@@ -183,7 +205,7 @@ async def notify(
     for recipient in recipients:
         if recipient["principal_id"] == task.producer_id or not recipient["email"]:
             continue
-        link = None
+        link, stored_token = None, None
         if kind != "expired":
             token = secrets.token_urlsafe(24)  # 192 bits
             await store.insert_resume_token(
@@ -194,7 +216,9 @@ async def notify(
                 expires_at=expires_at,
                 now=now,
             )
-            link = f"{ctx.settings.public_base_url.rstrip('/')}/r/{token}"
+            # No usable link at rest: the body gets a placeholder, and the token is
+            # kept encrypted until the message is sent (see notification_body).
+            link, stored_token = LINK_PLACEHOLDER, ctx.keyring.encrypt(token)
         subject, body = render_notification(view, kind=kind, link=link)
         rows.append(
             {
@@ -205,6 +229,7 @@ async def notify(
                 "email": recipient["email"],
                 "subject": subject,
                 "body": body,
+                "resume_token": stored_token,
                 "status": "PENDING",
                 "attempts": 0,
                 "next_attempt_at": now,
@@ -509,7 +534,7 @@ async def task_notifications(
                 else v
             )
             for k, v in r.items()
-            if k != "body"
+            if k not in ("body", "resume_token")
         }
         for r in rows
     ]

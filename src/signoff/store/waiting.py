@@ -319,6 +319,8 @@ async def finish_notification(
 ) -> None:
     status = "SENT" if sent else ("PENDING" if next_attempt_at else "DEAD")
     values: dict[str, Any] = {"status": status, "leased_until": None, "last_error": error}
+    if status != "PENDING":
+        values["resume_token"] = None  # sent or dead: no token kept at rest
     if sent:
         values["sent_at"] = now
     if next_attempt_at:
