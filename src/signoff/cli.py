@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from signoff import __version__
 from signoff.bootstrap import prepare_database
+from signoff.crypto import KeyringError
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
 from signoff.logs import configure_logging, server_log_config
@@ -136,6 +137,8 @@ def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> 
     """``asyncio.run`` the coroutine; a database that cannot be used becomes a UserError."""
     try:
         return asyncio.run(coroutine)
+    except KeyringError as exc:  # the encryption key of stored secrets (signoff.crypto)
+        raise UserError(str(exc)) from None
     except Exception as exc:
         message = describe_database_error(exc, settings)
         if message is None:

@@ -28,6 +28,10 @@ log = structlog.get_logger("signoff.crypto")
 PREFIX = "fernet:"
 
 
+class KeyringError(ValueError):
+    """No usable encryption key: malformed, missing, or its file cannot be created."""
+
+
 class SecretUnavailable(Exception):
     """A stored secret this process cannot decrypt (wrong or missing key, or not
     encrypted at all)."""
@@ -43,11 +47,11 @@ class Keyring:
 
     def __init__(self, keys: Sequence[str]) -> None:
         if not keys:
-            raise ValueError("at least one encryption key is needed")
+            raise KeyringError("at least one encryption key is needed")
         try:
             self._fernet = MultiFernet([Fernet(key.strip().encode("ascii")) for key in keys])
         except (ValueError, UnicodeEncodeError) as exc:
-            raise ValueError(
+            raise KeyringError(
                 "an encryption key is not a Fernet key "
                 "(32 url-safe base64-encoded bytes; `signoff generate-encryption-key`)"
             ) from exc
@@ -92,6 +96,37 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.replace("\n", ",").split(",") if part.strip()]
 
 
+def _create_key_file(path: Path) -> None:
+    """Write a new key to ``path`` (mode 0600) atomically: the key is written to a
+    private temporary file first and then linked into place, so a process starting at
+    the same moment either creates it or reads the complete file the other created."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(generate_key() + "\n")
+        os.link(temporary, path)
+    except FileExistsError:
+        return  # another process created it first: use theirs
+    except OSError as exc:
+        raise KeyringError(
+            f"cannot create the encryption key file {path} ({exc.strerror}): set "
+            "SIGNOFF_KEY_FILE or SIGNOFF_ENCRYPTION_KEYS"
+        ) from None
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    log.warning(
+        "encryption.key_generated",
+        key_file=str(path),
+        message=(
+            f"generated the encryption key of stored secrets in {path}: back it up, and "
+            "give the same key to every replica (SIGNOFF_ENCRYPTION_KEYS or "
+            "SIGNOFF_KEY_FILE); without it webhook secrets cannot be read"
+        ),
+    )
+
+
 def load_keyring(settings: Settings, *, create: bool = True) -> Keyring:
     """The process's keys: ``SIGNOFF_ENCRYPTION_KEYS``, else the key file (created with
     a new key when missing and ``create``).
@@ -103,28 +138,7 @@ def load_keyring(settings: Settings, *, create: bool = True) -> Keyring:
         return Keyring(_split(settings.encryption_keys))
     path = key_file_path(settings)
     if not path.exists() and create:
-        key = generate_key()
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another process of this host created it first: use theirs
-        except OSError as exc:
-            raise ValueError(
-                f"cannot create the encryption key file {path} ({exc.strerror}): set "
-                "SIGNOFF_KEY_FILE or SIGNOFF_ENCRYPTION_KEYS"
-            ) from None
-        else:
-            with os.fdopen(descriptor, "w") as handle:
-                handle.write(key + "\n")
-            log.warning(
-                "encryption.key_generated",
-                key_file=str(path),
-                message=(
-                    f"generated the encryption key of stored secrets in {path}: back it up, "
-                    "and give the same key to every replica (SIGNOFF_ENCRYPTION_KEYS or "
-                    "SIGNOFF_KEY_FILE); without it webhook secrets cannot be read"
-                ),
-            )
+        _create_key_file(path)
     if not path.exists():
-        raise ValueError(f"no encryption key: set SIGNOFF_ENCRYPTION_KEYS or create {path}")
+        raise KeyringError(f"no encryption key: set SIGNOFF_ENCRYPTION_KEYS or create {path}")
     return Keyring(_split(path.read_text("ascii")))
