@@ -237,3 +237,41 @@ def _overflowing(page: Any) -> list[str]:
                 .slice(0, 10)"""
         )
     )
+
+
+def test_the_inbox_shows_new_tasks_behind_a_pill_and_keeps_filters_in_the_address(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    served.escalate(producer, reason_code="AML_RULE_FAILED")
+    ann = signed_in("ann")
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)
+    served.escalate(producer, reason_code="LOW_CONFIDENCE", entity_type="order")
+    pill = ann.locator("#new-pill")
+    expect(pill).to_have_text("1 new — show", timeout=40000)
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)  # nothing moved yet
+    pill.click()
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(2)
+    ann.reload()  # the filters offer the values of the tasks waiting when the page loaded
+    ann.locator("body").focus()
+    ann.keyboard.press("/")
+    expect(ann.get_by_label("Entity type")).to_be_focused()
+    ann.get_by_label("Reason code").select_option("LOW_CONFIDENCE")
+    ann.get_by_role("button", name="Apply filters").click()
+    assert "reason_code=LOW_CONFIDENCE" in ann.url
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)
+    expect(ann.locator("#rows")).to_contain_text("order")
+
+
+def test_a_supervisor_reassigns_several_tasks_at_once(served: Served, signed_in: Any) -> None:
+    producer = served.key("producer", "bot")
+    ids = [served.escalate(producer) for _ in range(2)]
+    sue = signed_in("sue", "supervisor")
+    sue.goto("/console?view=all")
+    for box in sue.get_by_role("checkbox").all():
+        box.check()
+    sue.get_by_label("Group", exact=True).fill("aml")
+    sue.get_by_role("button", name="Reassign").click()
+    expect(sue.get_by_text("reassign: 2 of 2 done.")).to_be_visible()
+    with served.api(producer) as api:
+        assert {api.get(f"/tasks/{i}").json()["assigned_group"] for i in ids} == {"aml"}
