@@ -275,3 +275,30 @@ def test_a_supervisor_reassigns_several_tasks_at_once(served: Served, signed_in:
     expect(sue.get_by_text("reassign: 2 of 2 done.")).to_be_visible()
     with served.api(producer) as api:
         assert {api.get(f"/tasks/{i}").json()["assigned_group"] for i in ids} == {"aml"}
+
+
+def test_a_reviewer_back_on_a_revised_task_sees_the_diff_beside_their_earlier_notes(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer, subject=SUBJECT)
+    ann = signed_in("ann")
+    ann.goto(_task_url(task_id))
+    ann.get_by_role("button", name="Claim").click()
+    ann.get_by_label("Notes").fill("the title must name the quarter")
+    ann.get_by_label("Open the next task after deciding").uncheck()
+    ann.get_by_role("button", name="Request revision").click()
+    ann.get_by_role("button", name="Confirm").click()
+    expect(ann.get_by_text("Decision recorded: REVISION_REQUESTED.")).to_be_visible()
+    with served.api(producer) as api:
+        revised = api.put(
+            f"/tasks/{task_id}/subject",
+            headers={"If-Match": '"1"'},
+            json={"subject": SUBJECT | {"title": "Q3 results"}},
+        )
+    assert revised.status_code == 200, revised.text
+    ann.goto(_task_url(task_id))
+    expect(ann.locator(".changed-since")).to_contain_text("revision 1")
+    expect(ann.locator("table.diff")).to_contain_text("Q3 results")
+    expect(ann.locator(".earlier")).to_contain_text("REVISION_REQUESTED on revision 1 at")
+    expect(ann.locator(".earlier")).to_contain_text("“the title must name the quarter”")
