@@ -365,6 +365,14 @@ async def _task_values(
         (task.lease_expires_at - now).total_seconds() if mine and task.lease_expires_at else None
     )
     earlier = _earlier_decisions(trail, me)
+    decided_on = [e["revision"] for e in earlier if isinstance(e.get("revision"), int)]
+    if diff is None and decided_on and decided_on[-1] != task.current_revision:
+        # Back on a task revised since their decision: the changes since the revision
+        # they decided on stay in view (not only on the first look).
+        previous = decided_on[-1]
+        diff = await approval_service.diff(
+            context, principal, task_id, previous, int(task.current_revision or 0)
+        )
     all_notices = list(notices or []) + _notices(trail, since_version, me)
     return {
         "principal": principal,
