@@ -64,7 +64,11 @@ def _service_env(database_url: str, **extra: str) -> dict[str, str]:
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "info"),  # the default
-        "SIGNOFF_WORKERS": os.environ.get("BENCH_WORKERS", "1"),  # serve --workers
+        **(
+            {"SIGNOFF_WORKERS": os.environ["BENCH_WORKERS"]}
+            if "BENCH_WORKERS" in os.environ
+            else {}
+        ),
     }
     return env | extra
 
