@@ -180,7 +180,10 @@ def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
     seconds, wanted = args.seconds, set(args.only)
     with fresh_pg_database("signoff_bench_run") as db, signoff_serve(pg_url(db)) as service:
         producer = service.key("producer", "bench-bot")
-        reviewer = service.key("reviewer", "bench-reviewer")
+        reviewers = [
+            f"bench-reviewer-{n}={service.key('reviewer', f'bench-reviewer-{n}')}"
+            for n in range(16)
+        ]
         url = service.base_url
         wrk(url, "escalate.lua", producer, "new", connections=4, seconds=2)  # warm-up
         if "w1" in wanted or "w3" in wanted:
@@ -210,7 +213,7 @@ def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
         if "w2" in wanted:
             psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
             seed_tasks(db, args.cycle_tasks, "bench-bot")
-            cycle = wrk(url, "cycle.lua", reviewer, connections=16, seconds=seconds)
+            cycle = wrk(url, "cycle.lua", *reviewers, connections=16, seconds=seconds)
             doubles = count(
                 db,
                 "SELECT count(*) FROM (SELECT task_id FROM task_events WHERE"

@@ -1,30 +1,40 @@
 -- W2: claim-next, then resolve with the lease it returned.
---   wrk -s bench/wrk/cycle.lua URL -- <reviewer key>
--- A thread's connections share a queue of granted leases: a request resolves one when
--- there is one, otherwise claims the next task.
+--   wrk -s bench/wrk/cycle.lua URL -- <principal>=<reviewer key> ...
+-- Several reviewers (each holds at most SIGNOFF_MAX_LEASES_PER_PRINCIPAL leases). A
+-- thread's connections share a queue of granted leases: a request resolves one (as the
+-- reviewer who claimed it) when there is one, otherwise claims the next task as the next
+-- reviewer in turn.
 package.path = package.path .. ";./bench/wrk/?.lua"
 local common = require("common")
 
 setup = common.setup
 
-local headers
+local keys, order, turn = {}, {}, 0
 local leases = {}
 claims, resolves, empty, refused, server_errors = 0, 0, 0, 0, 0
 
 function init(args)
   common.seed(tid)
-  headers = {["Authorization"] = "Bearer " .. args[1], ["Content-Type"] = "application/json"}
+  for _, pair in ipairs(args) do
+    local principal, key = pair:match("^([^=]+)=(.+)$")
+    keys[principal] = key
+    table.insert(order, principal)
+  end
+  turn = tid
 end
 
 function request()
   local lease = table.remove(leases)
   if lease then
-    local h = {["Authorization"] = headers["Authorization"],
+    local h = {["Authorization"] = "Bearer " .. keys[lease.by],
       ["Content-Type"] = "application/json", ["X-Lease-Token"] = lease.token}
     return wrk.format("POST", "/tasks/" .. lease.id .. "/resolve", h,
       '{"decision":"APPROVED","notes":"bench"}')
   end
-  return wrk.format("POST", "/tasks/claim-next", headers, "{}")
+  turn = turn % #order + 1
+  local h = {["Authorization"] = "Bearer " .. keys[order[turn]],
+    ["Content-Type"] = "application/json"}
+  return wrk.format("POST", "/tasks/claim-next", h, "{}")
 end
 
 function response(status, resp_headers, body)
@@ -32,7 +42,8 @@ function response(status, resp_headers, body)
     local token = body:match('"lease_token":"([^"]+)"')
     if token then
       claims = claims + 1
-      table.insert(leases, {id = body:match('"id":"([^"]+)"'), token = token})
+      table.insert(leases, {id = body:match('"id":"([^"]+)"'), token = token,
+        by = body:match('"claimed_by":"([^"]+)"')})
     else
       resolves = resolves + 1
     end

@@ -26,6 +26,14 @@ NOTIFICATIONS = Counter(
     registry=REGISTRY,
 )
 
+# --- speed ---
+API_KEY_CACHE = Counter(
+    "signoff_api_key_cache_total",
+    "API key verifications, by result: hit (this process's cache) or miss (database).",
+    ["result"],
+    registry=REGISTRY,
+)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus' text format."""

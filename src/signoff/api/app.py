@@ -16,6 +16,7 @@ from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
+from signoff.store import keycache
 from signoff.store.database import Database, create_engine
 from signoff.workers.runner import run_workers
 
@@ -38,15 +39,24 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(create_engine(settings))
+        database = Database(create_engine(settings), pgbouncer=settings.pgbouncer)
         context = ServiceContext(database=database, settings=settings, clock=clock)
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
+        listener = None
+        if not settings.api_key_cache or (settings.pgbouncer and not settings.listen_database_url):
+            database.key_cache.disable()  # LISTEN does not pass a transaction pooler
+        elif database.dialect == "postgresql":
+            listener = asyncio.create_task(
+                keycache.listen(database.key_cache, settings.listen_url, stop)
+            )
         try:
             yield
         finally:
             stop.set()
+            if listener is not None:
+                await listener
             if worker is not None:
                 await worker  # drains the attempts in flight
             await database.dispose()

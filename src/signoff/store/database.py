@@ -9,15 +9,18 @@ process-wide lock in Python: it would hide the races that appear with several pr
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from signoff.settings import Settings, async_database_url
+from signoff.store.keycache import KeyCache
 
 _WRITE = "signoff_write"
 
@@ -27,6 +30,20 @@ def create_engine(settings: Settings) -> AsyncEngine:
     url = async_database_url(settings.database_url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+    if settings.pgbouncer:
+        # Transaction pooling: a named prepared statement may land on another server
+        # connection. SQLAlchemy always runs in a transaction (one server connection), so
+        # unique names per statement and no caches are enough.
+        return create_async_engine(
+            url,
+            pool_size=10,
+            max_overflow=20,
+            connect_args={
+                "statement_cache_size": 0,
+                "prepared_statement_cache_size": 0,
+                "prepared_statement_name_func": lambda: f"__signoff_{uuid.uuid4().hex}__",
+            },
+        )
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=False)
 
 
@@ -78,11 +95,50 @@ class UnitOfWork:
 
 
 class Database:
-    """Owns the engine; hands out units of work."""
+    """Owns the engine; hands out units of work. On PostgreSQL it also owns a small
+    asyncpg pool for the hot path's single statements (:meth:`one_statement`)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, pgbouncer: bool = False) -> None:
         self.engine = engine
         self.outbox_committed = asyncio.Event()
+        self.pgbouncer = pgbouncer
+        # On SQLite the cache is on from the start; PostgreSQL turns it on while a process
+        # listens for revocations (signoff.store.keycache.listen).
+        self.key_cache = KeyCache(enabled=engine.dialect.name == "sqlite")
+        self._pool: asyncpg.Pool | None = None
+        self._pool_lock: asyncio.Lock | None = None
+
+    async def _raw_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            if self._pool_lock is None:
+                self._pool_lock = asyncio.Lock()
+            async with self._pool_lock:
+                if self._pool is None:
+                    url = self.engine.url.set(drivername="postgresql")
+                    self._pool = await asyncpg.create_pool(
+                        url.render_as_string(hide_password=False),
+                        min_size=1,
+                        max_size=10,
+                        # PgBouncer 1.18 cannot route named prepared statements.
+                        statement_cache_size=0 if self.pgbouncer else 256,
+                    )
+        return self._pool
+
+    async def one_statement(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Run one statement as a whole transaction (PostgreSQL only) and return its rows.
+
+        The hot path's unit of work: a single data-modifying statement commits or rolls
+        back as a whole, so one round trip is the transaction (autocommit). The services
+        that call it are still the only code that decides to write. Behind PgBouncer the
+        statement runs inside an explicit transaction, which pins one server connection
+        between the unnamed statement's parse and its execution.
+        """
+        pool = await self._raw_pool()
+        async with pool.acquire() as connection:
+            if self.pgbouncer:
+                async with connection.transaction():
+                    return list(await connection.fetch(sql, *args))
+            return list(await connection.fetch(sql, *args))
 
     @property
     def dialect(self) -> str:
@@ -108,4 +164,7 @@ class Database:
             await uow.connection.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
         await self.engine.dispose()

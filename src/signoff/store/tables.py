@@ -146,6 +146,14 @@ review_tasks = Table(
     ),
     Index("ix_review_tasks_listing", "created_at", "id"),
     Index("ix_review_tasks_producer", "producer_id", "created_at"),
+    # The claim limit counts a principal's live leases at every claim.
+    Index(
+        "ix_review_tasks_held",
+        "claimed_by",
+        "lease_expires_at",
+        postgresql_where=text("status = 'CLAIMED'"),
+        sqlite_where=text("status = 'CLAIMED'"),
+    ),
 )
 
 #: Immutable revisions of a task's subject (seed 003). Revision 1 comes with the escalation.
