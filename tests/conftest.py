@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
 from signoff.store.migrate import upgrade
 from signoff.store.tables import metadata
+from tests.pgcluster import Cluster, own_cluster
 from tests.support import ADMIN_KEY, LiveServer, live_server
 
 # CI explores the same generated examples on every run (a red CI must mean a change broke
@@ -114,3 +116,31 @@ def clock() -> ManualClock:
 def server(make_settings, clock: ManualClock) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
     with live_server(make_settings(), clock) as live:
         yield live
+
+
+# A PostgreSQL cluster of the session's own (faults: restarts, outages) ------------------
+
+
+@pytest.fixture(scope="session")
+def own_postgres() -> Iterator[Cluster]:
+    """A throw-away PostgreSQL cluster on its own port, which tests may stop, restart or
+    crash (never the shared server). Each test makes its own database in it."""
+    with own_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def own_postgres_database(own_postgres: Cluster) -> str:
+    """An empty, migrated database in :func:`own_postgres` (started if a test left it
+    stopped)."""
+    if not own_postgres.running():
+        own_postgres.start()
+    url = own_postgres.create_database(f"signoff_{uuid.uuid4().hex[:12]}")
+
+    async def migrate() -> None:
+        database = Database(create_engine(Settings(database_url=url)))
+        await upgrade(database.engine)
+        await database.dispose()
+
+    asyncio.run(migrate())
+    return url

@@ -1,23 +1,74 @@
-"""The ``signoff`` command: ``serve``, ``worker``, ``migrate``, ``create-key``."""
+"""The ``signoff`` command: ``serve``, ``worker``, ``migrate``, ``create-key``,
+``create-user``, ``listen``.
+
+A user's mistake (a bad flag, a database URL Signoff cannot use, a database that does not
+exist, a role no key can hold) prints one line, ``signoff: error: …``, on stderr and exits
+non-zero (2 for a bad command line, 1 otherwise); never a traceback. Logs go to stderr;
+stdout carries only what a command is asked for (an API key, the start-up lines).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
-from typing import Annotated
+from collections.abc import Coroutine
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 import uvicorn
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
+from signoff import __version__
 from signoff.bootstrap import prepare_database
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
-from signoff.logs import configure_logging
+from signoff.logs import configure_logging, server_log_config
 from signoff.settings import Settings
 
-app = typer.Typer(help="Signoff: a human review queue for machines.", no_args_is_help=True)
+try:  # typer >= 0.22 ships its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer on click
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    help="Signoff: a human review queue for machines.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: flags show as flags, values as <type>
+    pretty_exceptions_enable=False,
+)
+
+
+class UserError(Exception):
+    """Something the user can fix; printed as one line, exit status 1."""
+
+
+def fail(message: str, status: int = 1) -> NoReturn:
+    typer.echo(f"signoff: error: {message}", err=True)
+    raise SystemExit(status)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"signoff {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
+) -> None:
+    """Signoff: a human review queue for machines."""
+
 
 DatabaseOption = Annotated[
     str | None,
@@ -29,7 +80,70 @@ def _settings(database_url: str | None, **overrides: object) -> Settings:
     values = {k: v for k, v in overrides.items() if v is not None}
     if database_url:
         values["database_url"] = database_url
-    return Settings(**values)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**values)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise UserError(describe_settings_error(exc, flags=set(values))) from None
+    configure_logging(settings.log_level)
+    return settings
+
+
+def describe_settings_error(exc: ValidationError, *, flags: set[str]) -> str:
+    """One line naming the setting (as the flag or environment variable the user wrote)."""
+    parts = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "settings"
+        name = "--" + field.replace("_", "-") if field in flags else "SIGNOFF_" + field.upper()
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {message}")
+    return "; ".join(parts)
+
+
+def describe_database_error(exc: BaseException, settings: Settings) -> str | None:
+    """One line for a database that cannot be used, or ``None`` when ``exc`` is not that."""
+    from sqlalchemy.exc import DBAPIError
+
+    root: BaseException = exc
+    while root.__cause__ is not None or getattr(root, "orig", None) is not None:
+        root = getattr(root, "orig", None) or root.__cause__  # type: ignore[assignment]
+    url = make_url(settings.database_url)
+    if url.drivername.startswith("sqlite"):
+        where = f"the SQLite file {url.database or ':memory:'}"
+        if isinstance(exc, DBAPIError):
+            detail = str(root).splitlines()[0] if str(root) else type(root).__name__
+            return f"cannot open {where} ({detail}); does its directory exist and is it writable?"
+        return None
+    server = f"{url.host or 'localhost'}:{url.port or 5432}"
+    name = type(root).__name__
+    if name == "InvalidCatalogNameError":
+        return (
+            f'database "{url.database}" does not exist on {server}; create it '
+            f"(createdb -h {url.host or 'localhost'} -p {url.port or 5432} "
+            f"-U {url.username or 'postgres'} {url.database}) or fix the URL"
+        )
+    if name in ("InvalidPasswordError", "InvalidAuthorizationSpecificationError"):
+        return f"the PostgreSQL server at {server} refused the login: {root}"
+    if isinstance(root, OSError):
+        reason = root.strerror or str(root) or type(root).__name__
+        return f"cannot reach the PostgreSQL server at {server}: {reason}"
+    if isinstance(exc, DBAPIError) or type(root).__module__.startswith("asyncpg"):
+        detail = str(root).splitlines()[0] if str(root) else name
+        return f"the PostgreSQL server at {server} answered: {detail}"
+    return None
+
+
+def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` the coroutine; a database that cannot be used becomes a UserError."""
+    try:
+        return asyncio.run(coroutine)
+    except Exception as exc:
+        message = describe_database_error(exc, settings)
+        if message is None:
+            raise
+        raise UserError(message) from None
+
+
+ASSIGNABLE_ROLES = tuple(role.value for role in Role if role is not Role.SYSTEM)
 
 
 @app.command()
@@ -46,18 +160,22 @@ def serve(
             "Each also runs the background workers."
         ),
     ] = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Add demo keys and tasks.")] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="Add demo keys, tasks and a webhook (idempotent: safe to repeat)."
+        ),
+    ] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
     settings = _settings(database_url, host=host, port=port, workers=workers)
-    configure_logging(settings.log_level)
-    admin_key = asyncio.run(prepare_database(settings))
+    admin_key = run_with_database(settings, prepare_database(settings))
     if admin_key:
         typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
     if demo:
         from signoff.demo import seed_demo
 
-        demo_keys = asyncio.run(seed_demo(settings))
+        demo_keys = run_with_database(settings, seed_demo(settings))
         typer.echo(f"Demo producer key: {demo_keys['producer']}")
         typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
     processes = settings.serve_processes
@@ -66,6 +184,7 @@ def serve(
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
         f"{processes} process{'es' if processes > 1 else ''})"
     )
+    sys.stdout.flush()
     # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
     fast = {"loop": "uvloop", "http": "httptools"}
     if processes > 1:
@@ -73,13 +192,14 @@ def serve(
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
         uvicorn.run(
-            "signoff.api.app:create_app",
+            "signoff.cli:server_process_app",
             factory=True,
             workers=processes,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
             access_log=settings.access_log,
+            log_config=server_log_config(settings.log_level),
             timeout_graceful_shutdown=30,
             **fast,  # type: ignore[arg-type]
         )
@@ -92,34 +212,82 @@ def serve(
         port=settings.port,
         log_level=settings.log_level,
         access_log=settings.access_log,
+        log_config=server_log_config(settings.log_level),
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
         **fast,  # type: ignore[arg-type]
     )
+
+
+def server_process_app() -> Any:
+    """The app factory of each ``serve --workers N`` process (settings from the environment)."""
+    from signoff.api.app import create_app
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
 
 
 @app.command()
 def migrate(database_url: DatabaseOption = None) -> None:
     """Bring the database schema to the newest revision (Alembic)."""
     settings = _settings(database_url)
-    configure_logging(settings.log_level)
-    admin_key = asyncio.run(prepare_database(settings))
+    admin_key = run_with_database(settings, prepare_database(settings))
     typer.echo("Database schema is up to date.")
     if admin_key:
         typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
 
 
+def _role(value: str) -> str:
+    if value == Role.SYSTEM.value:
+        raise typer.BadParameter(
+            "system is Signoff's own role (its workers); no API key can hold it. "
+            f"Choose {', '.join(ASSIGNABLE_ROLES)}"
+        )
+    if value not in ASSIGNABLE_ROLES:
+        raise typer.BadParameter(f"{value!r} is not a role; choose {', '.join(ASSIGNABLE_ROLES)}")
+    return value
+
+
 @app.command("create-key")
 def create_key(
-    role: Annotated[Role, typer.Option(help="producer, reviewer, supervisor or admin.")],
+    role: Annotated[
+        str,
+        typer.Option(
+            help="What the key may do.", metavar="|".join(ASSIGNABLE_ROLES), callback=_role
+        ),
+    ],
     principal_id: Annotated[str, typer.Option(help="The principal the key acts as.")],
+    groups: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--groups",
+            help="Reviewer groups, comma-separated (repeatable), e.g. reviewers,supervisors.",
+            metavar="GROUP[,GROUP]",
+        ),
+    ] = None,
+    email: Annotated[
+        str | None,
+        typer.Option(help="Where notifications for this principal go.", metavar="ADDRESS"),
+    ] = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Create an API key directly in the database and print its secret once."""
+    """Create an API key directly in the database and print only its secret (once), so
+    KEY=$(signoff create-key ...) captures it."""
+    from signoff.api.schemas import CreateApiKeyRequest
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
     from signoff.services.keys import create_api_key
     from signoff.store.database import Database, create_engine
 
+    names = [name.strip() for value in groups or [] for name in value.split(",") if name.strip()]
+    try:
+        request = CreateApiKeyRequest.model_validate(
+            {"role": role, "principal_id": principal_id, "groups": names, "email": email}
+        )
+    except ValidationError as exc:
+        raise UserError(
+            describe_settings_error(exc, flags={"role", "principal_id", "groups", "email"})
+        ) from None
     settings = _settings(database_url)
 
     async def run() -> str:
@@ -128,12 +296,93 @@ def create_key(
         try:
             context = ServiceContext(database=database, settings=settings, clock=SystemClock())
             operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
-            created = await create_api_key(context, operator, role=role, principal_id=principal_id)
+            created = await create_api_key(
+                context,
+                operator,
+                role=Role(request.role),
+                principal_id=request.principal_id,
+                groups=request.groups,
+                email=request.email,
+            )
             return created.key
         finally:
             await database.dispose()
 
-    typer.echo(asyncio.run(run()))
+    typer.echo(run_with_database(settings, run()))
+
+
+@app.command("create-user")
+def create_user(
+    principal_id: Annotated[
+        str, typer.Option(help="The user name people sign in with (their principal id).")
+    ],
+    role: Annotated[
+        str, typer.Option(help="What the user may do.", metavar="reviewer|supervisor|admin")
+    ],
+    email: Annotated[
+        str | None, typer.Option(help="E-mail address (also works to sign in).", metavar="ADDRESS")
+    ] = None,
+    groups: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--groups",
+            help="Reviewer groups, comma-separated (repeatable), e.g. payments,aml.",
+            metavar="GROUP[,GROUP]",
+        ),
+    ] = None,
+    password_stdin: Annotated[
+        bool,
+        typer.Option(
+            "--password-stdin",
+            help="Read the password from standard input instead of printing a set-password link.",
+        ),
+    ] = False,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create a console user and print a one-time link (valid 24 h) to set the password."""
+    from signoff.domain.clock import SystemClock
+    from signoff.errors import SignoffError
+    from signoff.services.context import ServiceContext
+    from signoff.services.users import create_user as create
+    from signoff.store.database import Database, create_engine
+
+    if role not in ("reviewer", "supervisor", "admin"):
+        raise UserError(f"--role must be reviewer, supervisor or admin, not {role!r}")
+    password = None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise UserError("--password-stdin: no password on standard input")
+    names = [name.strip() for value in groups or [] for name in value.split(",") if name.strip()]
+    settings = _settings(database_url)
+
+    async def run() -> str:
+        await prepare_database(settings)
+        database = Database(create_engine(settings))
+        try:
+            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+            operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
+            created = await create(
+                context,
+                operator,
+                principal_id=principal_id,
+                role=Role(role),
+                groups=names,
+                email=email,
+                password=password,
+            )
+        except SignoffError as exc:
+            raise UserError(exc.message) from None
+        finally:
+            await database.dispose()
+        if created.set_password_link is None:
+            return f"User {principal_id} created ({role}); the password is set."
+        return (
+            f"User {principal_id} created ({role}). Send them this one-time link to set "
+            f"their password (valid 24 hours):\n{created.set_password_link}"
+        )
+
+    typer.echo(run_with_database(settings, run()))
 
 
 @app.command()
@@ -148,8 +397,7 @@ def worker(database_url: DatabaseOption = None) -> None:
     from signoff.workers.runner import run_workers
 
     settings = _settings(database_url)
-    configure_logging(settings.log_level)
-    asyncio.run(prepare_database(settings))
+    run_with_database(settings, prepare_database(settings))
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -164,8 +412,27 @@ def worker(database_url: DatabaseOption = None) -> None:
             await database.dispose()
 
     typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
+    sys.stdout.flush()
     asyncio.run(run())
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Run the command line; user errors become one line on stderr and a non-zero exit."""
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(args=argv, prog_name="signoff", standalone_mode=False)
+    except click_exceptions.NoArgsIsHelpError as exc:
+        typer.echo(exc.format_message(), err=True)
+        raise SystemExit(2) from None
+    except click_exceptions.UsageError as exc:
+        where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        fail(exc.format_message().replace("\n", " ") + where, 2)
+    except click_exceptions.ClickException as exc:
+        fail(exc.format_message().replace("\n", " "), exc.exit_code)
+    except typer.Abort:
+        fail("interrupted", 130)
+    except UserError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    raise SystemExit(status if isinstance(status, int) else 0)

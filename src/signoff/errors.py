@@ -17,6 +17,7 @@ place (``signoff.api.problems``), producing RFC 9457 problem details::
     ├── PreconditionFailed    412  ERR_REVISION_CONFLICT
     ├── PreconditionRequired  428  ERR_PRECONDITION_REQUIRED
     ├── PayloadTooLarge       413  ERR_PAYLOAD_TOO_LARGE
+    ├── TooManyRequests       429  ERR_TOO_MANY_ATTEMPTS (``retry_after`` seconds)
     ├── Unprocessable         422  ERR_VALIDATION, ERR_INSUFFICIENT_CONTEXT_PROOF,
     │                              ERR_PRECHECK_HASH_MISMATCH, ERR_IDEMPOTENCY_KEY_REUSED,
     │                              ERR_READ_ONLY_FIELD
@@ -102,6 +103,11 @@ class PreconditionRequired(SignoffError):
 class PayloadTooLarge(SignoffError):
     title = "Payload too large"
     error_code = "ERR_PAYLOAD_TOO_LARGE"
+
+
+class TooManyRequests(SignoffError):
+    title = "Too many requests"
+    error_code = "ERR_TOO_MANY_ATTEMPTS"
 
 
 class Unprocessable(SignoffError):

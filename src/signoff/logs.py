@@ -1,26 +1,51 @@
 """Structured logging: one JSON object per line (or readable columns on a terminal),
-each with a stable ``event`` key."""
+each with a stable ``event`` key, always on stderr (stdout carries only what a command
+prints for the user, such as a new API key)."""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
+
+#: A resume link's path carries its token: ``/r/<token>`` (and any URL that contains it).
+_RESUME_PATH = re.compile(r"/r/[^/\s?#\"']+")
+REDACTED_PATH = "/r/[redacted]"
+
+
+def redact(text: str) -> str:
+    """``text`` with every resume-link token replaced: tokens never reach a log."""
+    return _RESUME_PATH.sub(REDACTED_PATH, text) if "/r/" in text else text
+
+
+def _redact_event(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact(value)
+    return event
+
+
+def _renderer(on_terminal: bool) -> structlog.typing.Processor:
+    return structlog.dev.ConsoleRenderer() if on_terminal else structlog.processors.JSONRenderer()
 
 
 def configure_logging(level: str = "info") -> None:
     on_terminal = sys.stderr.isatty()
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if on_terminal else structlog.processors.JSONRenderer()
-    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _redact_event,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *([] if on_terminal else [structlog.processors.format_exc_info]),
-            renderer,
+            _redact_event,  # again: a formatted traceback may quote a path
+            _renderer(on_terminal),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
@@ -28,3 +53,69 @@ def configure_logging(level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def _server_event(
+    _logger: Any, _name: str, event_dict: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Give the server's own (uvicorn's) plain-text records a stable ``event`` key: one
+    ``http.request`` per response with its fields, ``server.log`` with the text for the rest."""
+    record = event_dict.get("_record")
+    if record is None:
+        return event_dict
+    args = event_dict.pop("positional_args", None)
+    if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
+        client, method, path, http_version, status = args
+        event_dict.update(
+            event="http.request",
+            client=client,
+            method=method,
+            path=path,
+            http_version=http_version,
+            status=status,
+        )
+    else:
+        event_dict["message"] = event_dict.get("event")
+        event_dict["event"] = "server.log"
+    return event_dict
+
+
+def server_log_config(level: str = "info") -> dict[str, Any]:
+    """A ``logging.config.dictConfig`` for uvicorn: its lines become structured log lines
+    like Signoff's own (JSON when not on a terminal), on stderr."""
+    on_terminal = sys.stderr.isatty()
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "structured": {
+                "()": structlog.stdlib.ProcessorFormatter,
+                "pass_foreign_args": True,
+                "foreign_pre_chain": [
+                    structlog.stdlib.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    _server_event,
+                    _redact_event,  # uvicorn's request lines carry /r/<token> paths
+                ],
+                "processors": [
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    *([] if on_terminal else [structlog.processors.format_exc_info]),
+                    _redact_event,
+                    _renderer(on_terminal),
+                ],
+            }
+        },
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "structured",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": numeric, "propagate": False},
+            "uvicorn.error": {"level": numeric},
+            "uvicorn.access": {"handlers": ["stderr"], "level": numeric, "propagate": False},
+        },
+    }

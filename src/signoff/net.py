@@ -81,8 +81,14 @@ async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
     Raises:
         Unprocessable: 422 ``ERR_WEBHOOK_URL_FORBIDDEN`` with the reason.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        # Python refuses some malformed hosts (``http://[::1``, ``http://[1.2.3.4]/``)
+        # only when parsing or when the host is read.
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:
+        raise forbidden(url, f"is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not hostname:
         raise forbidden(url, "must be an absolute http or https URL")
     if parts.username or parts.password:
         raise forbidden(url, "must not carry credentials")
@@ -93,7 +99,7 @@ async def vet_url(url: str, *, allow_private: bool) -> VettedUrl:
     if given_port == 0:
         raise forbidden(url, "has an invalid port")
     port = given_port or (443 if parts.scheme == "https" else 80)
-    host = parts.hostname
+    host = hostname
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):

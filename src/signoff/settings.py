@@ -7,6 +7,8 @@ import os
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from signoff.domain.policies import Policy, policy_from_json
 from signoff.domain.webhooks import DEFAULT_RETRY_SCHEDULE, parse_retry_schedule
@@ -93,6 +95,36 @@ class Settings(BaseSettings):
     api_key_cache: bool = True
     """Cache verified API keys in the process; revocations reach every replica at once
     (``NOTIFY`` on PostgreSQL; on SQLite only this process, so keep one process per file)."""
+    # Producers' side (agents).
+    execution_lease_seconds: int = Field(default=300, gt=0, le=86400)
+    """How long an execution grant fences its executor before another may take over."""
+    # Console sign-in (issue 9): sessions, throttling, OpenID Connect.
+    session_idle_seconds: int = Field(default=1800, gt=0)
+    """A console session ends after this long without a request."""
+    session_max_seconds: int = Field(default=43200, gt=0)
+    """A console session ends this long after sign-in, however active."""
+    login_max_failures: int = Field(default=5, gt=0)
+    """Failed sign-ins of one account before its sign-in is refused (429) for the window."""
+    login_max_failures_per_address: int = Field(default=50, gt=0)
+    """Failed sign-ins from one address (any accounts) before it is refused (429): higher,
+    since an office behind one address shares it."""
+    login_failure_window_seconds: int = Field(default=900, gt=0)
+    oidc_issuer: str | None = None
+    """OpenID Connect issuer URL (its ``/.well-known/openid-configuration`` is read)."""
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = Field(default=None, repr=False)
+    oidc_scopes: str = "openid email profile"
+    oidc_groups_claim: str = "groups"
+    oidc_username_claim: str = "preferred_username"
+    """The claim that becomes the principal id (falls back to ``email``, then ``sub``)."""
+    oidc_role_map: str = "{}"
+    """JSON object: IdP group → role (reviewer, supervisor, admin); the highest one wins."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_supported(cls, value: str) -> str:
+        check_database_url(value)
+        return value
 
     @field_validator("webhook_retry_schedule")
     @classmethod
@@ -119,8 +151,30 @@ class Settings(BaseSettings):
     @classmethod
     def _key_is_long_enough(cls, value: str | None) -> str | None:
         if value is not None and len(value) < 16:
-            raise ValueError("SIGNOFF_BOOTSTRAP_ADMIN_KEY must be at least 16 characters")
+            raise ValueError("must be at least 16 characters")
         return value
+
+    @field_validator("oidc_role_map")
+    @classmethod
+    def _role_map_parses(cls, value: str) -> str:
+        document = json.loads(value)
+        roles = {"reviewer", "supervisor", "admin"}
+        if not isinstance(document, dict) or not all(
+            isinstance(k, str) and v in roles for k, v in document.items()
+        ):
+            raise ValueError(
+                "SIGNOFF_OIDC_ROLE_MAP must be a JSON object of group → reviewer, "
+                "supervisor or admin"
+            )
+        return value
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer and self.oidc_client_id)
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.public_base_url.lower().startswith("https://")
 
     @property
     def serve_processes(self) -> int:
@@ -135,6 +189,31 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return async_database_url(self.database_url).startswith("sqlite")
+
+
+#: The URL schemes Signoff runs on (the plain ones are rewritten to the async drivers).
+SUPPORTED_DATABASE_SCHEMES = (
+    "sqlite",
+    "sqlite+aiosqlite",
+    "postgresql",
+    "postgres",
+    "postgresql+asyncpg",
+)
+_URL_FORMS = "sqlite:///path/to/signoff.db or postgresql://user@host:5432/dbname"
+
+
+def check_database_url(url: str) -> None:
+    """Refuse a database URL Signoff cannot use, saying what it accepts (never echoing the
+    URL: it may hold a password)."""
+    scheme, separator, _ = url.partition("://")
+    if not separator or not scheme:
+        raise ValueError(f"not a database URL; write {_URL_FORMS}")
+    if scheme.lower() not in SUPPORTED_DATABASE_SCHEMES:
+        raise ValueError(f"unsupported database {scheme!r}; Signoff runs on {_URL_FORMS}")
+    try:
+        make_url(url)
+    except ArgumentError:
+        raise ValueError(f"not a valid database URL; write {_URL_FORMS}") from None
 
 
 def async_database_url(url: str) -> str:

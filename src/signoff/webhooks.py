@@ -9,7 +9,8 @@ Every delivery carries two independent signature schemes over the exact raw body
   live secret, space-separated during a rotation), made by the ``standardwebhooks``
   package.
 
-Receivers call :func:`verify` with the request headers, the raw body and their secret.
+Receivers call :func:`verify` with the request headers, the raw body and their secret, or
+:func:`verify_event` (from the SDK, :mod:`signoff.client`) to get a typed event back.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from datetime import datetime
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from signoff.client._webhooks import verify_event
+
 __all__ = [
     "WebhookVerificationError",
     "new_secret",
     "signature_headers",
     "verify",
+    "verify_event",
     "x_signature_256",
 ]
 

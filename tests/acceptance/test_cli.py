@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -27,8 +28,10 @@ def free_port() -> int:
 
 
 class Served:
-    def __init__(self, process: subprocess.Popen[str], base_url: str, output: list[str]) -> None:
-        self.process, self.base_url, self.output = process, base_url, output
+    def __init__(
+        self, process: subprocess.Popen[str], base_url: str, output: list[str], stderr: Path
+    ) -> None:
+        self.process, self.base_url, self.output, self.stderr = process, base_url, output, stderr
 
     def key(self, label: str) -> str:
         for line in self.output:
@@ -44,14 +47,16 @@ def serve(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")} | (
         env or {}
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "signoff", "serve", "--port", str(port), *args],
-        cwd=cwd,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    stderr = cwd / f"serve-{port}.stderr"
+    with stderr.open("w") as stderr_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "signoff", "serve", "--port", str(port), *args],
+            cwd=cwd,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+        )
     base_url = f"http://127.0.0.1:{port}"
     output: list[str] = []
     try:
@@ -64,7 +69,7 @@ def serve(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield Served(process, base_url, output)
+        yield Served(process, base_url, output, stderr)
     finally:
         process.send_signal(signal.SIGTERM)
         stdout, _ = process.communicate(timeout=30)
@@ -188,3 +193,135 @@ def test_several_server_processes_share_one_sqlite_file(tmp_path: Path) -> None:
             f"{served.base_url}/tasks", headers=producer, params={"limit": 50}
         ).json()
         assert len(listed["items"]) == 20
+
+
+# --- The command line as a user meets it: one line per mistake, logs on stderr ---------
+
+
+def signoff(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")} | (
+        env or {}
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "signoff", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_one_line_error(
+    result: subprocess.CompletedProcess[str], status: int, *words: str
+) -> None:
+    assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("signoff: error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_version(tmp_path: Path) -> None:
+    result = signoff("--version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert re.fullmatch(r"signoff \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_switches_look_like_switches(tmp_path: Path) -> None:
+    help_text = signoff("serve", "--help", cwd=tmp_path).stdout
+    demo_line = next(line for line in help_text.splitlines() if "--demo" in line)
+    assert "<bool>" not in help_text
+    assert "BOOLEAN" not in demo_line
+
+
+def test_a_role_no_key_can_hold_is_one_line(tmp_path: Path) -> None:
+    result = signoff("create-key", "--role", "system", "--principal-id", "x", cwd=tmp_path)
+    assert_one_line_error(result, 2, "--role", "system")
+    result = signoff("create-key", "--role", "wizard", "--principal-id", "x", cwd=tmp_path)
+    assert_one_line_error(result, 2, "'wizard' is not a role")
+
+
+def test_an_unknown_flag_is_one_line(tmp_path: Path) -> None:
+    assert_one_line_error(signoff("serve", "--bogus", cwd=tmp_path), 2, "--bogus")
+    assert_one_line_error(signoff("nosuchcommand", cwd=tmp_path), 2, "nosuchcommand")
+
+
+def test_database_urls_signoff_cannot_use_are_one_line(tmp_path: Path) -> None:
+    mysql = signoff("migrate", "--database-url", "mysql://root:pw-secret@db/x", cwd=tmp_path)
+    assert_one_line_error(mysql, 1, "--database-url", "unsupported database 'mysql'")
+    assert "pw-secret" not in mysql.stderr
+    assert_one_line_error(
+        signoff("migrate", cwd=tmp_path, env={"SIGNOFF_DATABASE_URL": "signoff.db"}),
+        1,
+        "SIGNOFF_DATABASE_URL",
+        "not a database URL",
+    )
+    assert_one_line_error(
+        signoff("migrate", "--database-url", "sqlite:////no/such/dir/s.db", cwd=tmp_path),
+        1,
+        "/no/such/dir/s.db",
+    )
+
+
+def test_a_missing_postgresql_database_is_one_line(postgres_database: str, tmp_path: Path) -> None:
+    missing = postgres_database.rpartition("/")[0] + "/signoff_no_such_database"
+    result = signoff("migrate", "--database-url", missing, cwd=tmp_path)
+    assert_one_line_error(result, 1, '"signoff_no_such_database" does not exist', "createdb")
+    unreachable = "postgresql://postgres@127.0.0.1:1/signoff"
+    assert_one_line_error(
+        signoff("migrate", "--database-url", unreachable, cwd=tmp_path), 1, "127.0.0.1:1"
+    )
+
+
+def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
+    result = signoff("migrate", cwd=tmp_path, env={"SIGNOFF_LEASE_SECONDS": "soon"})
+    assert_one_line_error(result, 1, "SIGNOFF_LEASE_SECONDS")
+
+
+def test_create_key_prints_only_the_key_and_sets_groups_and_email(tmp_path: Path) -> None:
+    result = signoff(
+        "create-key",
+        "--role",
+        "reviewer",
+        "--principal-id",
+        "usr_ana",
+        "--groups",
+        "reviewers,supervisors",
+        "--groups",
+        "night-shift",
+        "--email",
+        "ana@example.com",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"signoff_\S+\n", result.stdout), result.stdout  # KEY=$(...) works
+    assert "api_key.created" in result.stderr  # the log line, on stderr
+    bad = signoff(
+        "create-key", "--role", "reviewer", "--principal-id", "x", "--email", "no", cwd=tmp_path
+    )
+    assert_one_line_error(bad, 1, "--email")
+
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    with serve(tmp_path, env=env) as served:
+        listed = httpx.get(
+            f"{served.base_url}/api-keys",
+            headers={"Authorization": "Bearer acceptance-admin-key-0000"},
+        ).json()["items"]
+        reviewer = {"Authorization": f"Bearer {result.stdout.strip()}"}
+        assert httpx.get(f"{served.base_url}/tasks", headers=reviewer).status_code == 200
+    ana = next(item for item in listed if item["principal_id"] == "usr_ana")
+    assert ana["groups"] == ["reviewers", "supervisors", "night-shift"]
+    assert ana["email"] == "ana@example.com"
+    # stdout carries only what serve prints for the user; the server's own lines are
+    # structured log lines on stderr.
+    assert all(not line.startswith("{") for line in served.output), served.output
+    logged = [json.loads(line) for line in served.stderr.read_text().splitlines()]
+    assert logged
+    assert all("event" in line for line in logged)
+    assert any(line["event"] == "http.request" and line["status"] == 200 for line in logged)

@@ -13,10 +13,12 @@ from fastapi.openapi.utils import get_openapi
 from signoff import __version__
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
+from signoff.api.routes import users as user_routes
+from signoff.console.auth import install_auth
+from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store import keycache
 from signoff.store.database import Database, create_engine
 from signoff.workers.runner import run_workers
 
@@ -39,24 +41,23 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(create_engine(settings), pgbouncer=settings.pgbouncer)
+        database = Database(
+            create_engine(settings),
+            pgbouncer=settings.pgbouncer,
+            listen_url=settings.listen_database_url,
+        )
         context = ServiceContext(database=database, settings=settings, clock=clock)
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
-        listener = None
         if not settings.api_key_cache or (settings.pgbouncer and not settings.listen_database_url):
             database.key_cache.disable()  # LISTEN does not pass a transaction pooler
-        elif database.dialect == "postgresql":
-            listener = asyncio.create_task(
-                keycache.listen(database.key_cache, settings.listen_url, stop)
-            )
+        else:
+            database.key_cache.start()
         try:
             yield
         finally:
             stop.set()
-            if listener is not None:
-                await listener
             if worker is not None:
                 await worker  # drains the attempts in flight
             await database.dispose()
@@ -69,6 +70,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(approvals.router)
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
+    app.include_router(user_routes.router)
+    install_auth(app, settings)
+    install_console(app)
     return app
 
 

@@ -71,9 +71,10 @@ LEASE_TOKEN_PARAMETER = required_header(
 )
 
 
-async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
-    """Read and strictly parse the body, refusing more than ``SIGNOFF_MAX_BODY_BYTES``
-    (413 ``ERR_PAYLOAD_TOO_LARGE``) before reading it all."""
+async def read_body(request: Request) -> bytes:
+    """The raw body, refusing more than ``SIGNOFF_MAX_BODY_BYTES`` (413
+    ``ERR_PAYLOAD_TOO_LARGE``) while it streams in: never more than the limit in memory.
+    Every body the API reads (JSON or form) comes through here."""
     limit = get_context(request).settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -88,7 +89,12 @@ async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
                 f"request body exceeds {limit} bytes", error_code="ERR_PAYLOAD_TOO_LARGE"
             )
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
+    """Read (see :func:`read_body`) and strictly parse the body."""
+    raw = await read_body(request)
     if not raw.strip() and empty_as is not None:
         return empty_as
     return parse_json_strict(raw)

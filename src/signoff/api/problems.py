@@ -35,6 +35,7 @@ from signoff.errors import (
     PreconditionFailed,
     PreconditionRequired,
     SignoffError,
+    TooManyRequests,
     Unauthenticated,
     Unprocessable,
     validation_error,
@@ -55,6 +56,7 @@ STATUS_BY_KIND: dict[type[SignoffError], int] = {
     PreconditionRequired: 428,
     PayloadTooLarge: 413,
     Unprocessable: 422,
+    TooManyRequests: 429,
     NotReady: 503,
 }
 
@@ -88,6 +90,8 @@ def problem_response(error: SignoffError) -> Response:
         headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
     if isinstance(error, NotReady):
         headers["Retry-After"] = "1"
+    if isinstance(error, TooManyRequests) and "retry_after" in error.extra:
+        headers["Retry-After"] = str(error.extra["retry_after"])
     content = json.dumps(problem_body(error, status), ensure_ascii=False)
     return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 

@@ -239,8 +239,11 @@ class DeliveryAttemptOut(BaseModel):
     attempted_at: str
     status_code: int | None
     latency_ms: int
-    error: str | None
-    response_body: str | None
+    error: str | None = Field(description="Transport detail: admins only (null for others).")
+    error_category: str | None = Field(
+        description="timeout, refused, tls, dns, http_status, ssrf_blocked, connection, other"
+    )
+    response_body: str | None = Field(description="The receiver's answer: admins only.")
 
 
 class DeliveryOut(BaseModel):
@@ -253,7 +256,8 @@ class DeliveryOut(BaseModel):
     attempt_count: int
     next_attempt_at: str | None
     last_status_code: int | None
-    last_error: str | None
+    last_error: str | None = Field(description="Transport detail: admins only (null for others).")
+    last_error_category: str | None
     created_at: str
     delivered_at: str | None
     attempts: list[DeliveryAttemptOut]

@@ -135,7 +135,12 @@ def parse_json_strict(raw: bytes) -> Any:
             parse_constant=_parse_constant,
             object_pairs_hook=_object_pairs,
         )
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        # Valid JSON, only deeper than we accept: a validation error, like depth 65.
+        raise validation_error(
+            [FieldError("(root)", f"nested deeper than {MAX_DEPTH} levels")]
+        ) from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise BadRequest(
             f"request body is not valid JSON: {exc}", error_code="ERR_MALFORMED_JSON"
         ) from None

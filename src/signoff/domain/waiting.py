@@ -56,6 +56,18 @@ class WaitingInput:
     summary: dict[str, Any] | None
 
 
+def _parse_rfc3339(raw: str, field: str) -> datetime:
+    """RFC 3339 allows ``t`` and ``z`` in lower case (section 5.6, note); Python's parser
+    wants them upper case."""
+    try:
+        moment = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise validation_error([FieldError(field, "is not an RFC 3339 date-time with an offset")])
+    return moment
+
+
 def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
     """Read the optional waiting fields; ``deadline`` and the seed's ``review_deadline``
     are synonyms (RFC 3339 with an offset).
@@ -77,9 +89,9 @@ def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
     if errors:
         raise validation_error(errors)
     raw = body.get("deadline", body.get("review_deadline"))
-    deadline = datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+    field = "deadline" if "deadline" in body else "review_deadline"
+    deadline = _parse_rfc3339(raw, field) if raw else None
     if deadline is not None and not EARLIEST_DEADLINE <= deadline <= LATEST_DEADLINE:
-        field = "deadline" if "deadline" in body else "review_deadline"
         raise validation_error([FieldError(field, "must be between the years 1970 and 9000")])
     return WaitingInput(
         deadline=deadline,

@@ -117,3 +117,42 @@ def parse_retry_schedule(text: str) -> tuple[int, ...]:
     if not values or any(v < 0 for v in values):
         raise ValueError("the retry schedule needs at least one non-negative number of seconds")
     return values
+
+
+# What a failed attempt may tell a non-admin -------------------------------------------
+#
+# Transport errors name internal hosts and addresses (``ConnectError: [Errno 111] ... to
+# 10.0.0.7``); only admins read them. Everyone else gets one of these categories.
+
+ERROR_CATEGORIES = (
+    "timeout",
+    "refused",
+    "tls",
+    "dns",
+    "http_status",
+    "ssrf_blocked",
+    "connection",
+    "other",
+)
+
+
+def error_category(status_code: int | None, error: str | None) -> str | None:
+    """The category of a failed attempt (``None`` for a success or a pending one)."""
+    if error is None:
+        if status_code is None or 200 <= status_code < 300:
+            return None
+        return "http_status"
+    text = error.lower()
+    if text == "timeout" or "timeout" in text or "timed out" in text:
+        return "timeout"
+    if text.startswith("webhook url refused"):
+        return "dns" if "does not resolve" in text else "ssrf_blocked"
+    if "ssl" in text or "tls" in text or "certificate" in text:
+        return "tls"
+    if "refused" in text:
+        return "refused"
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "dns"
+    if "error" in text:
+        return "connection"
+    return "other"

@@ -144,11 +144,13 @@ async def revise_subject(
             active = await task_store.find_active_task_for_entity(
                 conn, task.entity_type, task.entity_id
             )
+            # Another producer's task ids are not this producer's to learn.
+            mine = active is not None and active.producer_id == task.producer_id
             raise Conflict(
                 f"another active task for {task.entity_type}/{task.entity_id} exists; "
                 "this one cannot reopen",
                 error_code="ERR_TASK_CONFLICT",
-                extra={"task_id": str(active.id) if active else None},
+                extra={"task_id": str(active.id)} if mine and active else {},
             ) from None
         if updated is None:
             raise PreconditionFailed(f"the task changed while revising; {PRECONDITION_FAILED_HINT}")

@@ -48,7 +48,8 @@ async def record_transition(
     details: dict[str, Any] | None = None,
 ) -> None:
     """Append the transition's audit event and, if published, its outbox event."""
-    view = task_view(task, now)
+    # Events carry the producer's correlation metadata (its receiver maps them back).
+    view = task_view(task, now, metadata=True)
     await trail.append_audit_event(
         uow.connection,
         task_id=task.id,
@@ -71,6 +72,7 @@ async def record_transition(
             data=view,
             now=now,
         )
+    uow.changed_tasks.add(task.id)
     note_transition(step, task, principal)
 
 

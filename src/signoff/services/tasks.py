@@ -23,6 +23,7 @@ from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
+from signoff.domain.producer import ProducerFields, parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -82,7 +83,9 @@ class TaskPage:
     next_cursor: str | None
 
 
-async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> EscalationOutcome:
+async def escalate(
+    ctx: ServiceContext, principal: Principal, body: Any, *, traceparent: str | None = None
+) -> EscalationOutcome:
     """Create a review task from a producer's escalation (seed ``000``).
 
     ``body`` is the parsed JSON request. Returns the 201 response, or the replay of the
@@ -98,6 +101,8 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     step = transition(Action.ESCALATE)
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
+    refuse_unknown_fields(body)
+    producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
     now = ctx.now()
@@ -109,7 +114,9 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     ):
         # The common escalation (no subject, the default policy, no group to notify):
         # key + task + audit + outbox in one statement.
-        return await _escalate_in_one_statement(ctx, principal, request, waiting, now)
+        return await _escalate_in_one_statement(
+            ctx, principal, request, waiting, producer_fields, now
+        )
     async with ctx.database.transaction() as uow:
         try:
             policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
@@ -121,8 +128,13 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
             if stored is None or stored.expires_at <= now:
                 raise
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
-        task = _new_task(request, proposal, waiting, policy, principal, now)
-        response = dumps({"task_id": str(task.id), **task_view(task, now)})
+        task = replace(
+            _new_task(request, proposal, waiting, policy, principal, now),
+            producer_metadata=producer_fields.metadata,
+            traceparent=producer_fields.traceparent,
+        )
+        view = task_view(task, now, metadata=True, traceparent=True)
+        response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
         fresh = await idempotency.claim_idempotency_key(
             conn,
@@ -212,6 +224,7 @@ async def _escalate_in_one_statement(
     principal: Principal,
     request: EscalationRequest,
     waiting: WaitingInput,
+    producer_fields: ProducerFields,
     now: datetime,
 ) -> EscalationOutcome:
     """PostgreSQL: take the key, insert the task, its audit and outbox events in one
@@ -219,9 +232,15 @@ async def _escalate_in_one_statement(
     the stored response is replayed; a unique rule on the task (same id, or an active task
     for the entity) fails the whole statement, key included."""
     step = transition(Action.ESCALATE)
-    task = _new_task(request, None, waiting, ctx.settings.default_policy, principal, now)
-    view = task_view(task, now)
-    response = dumps({"task_id": str(task.id), **view})
+    task = replace(
+        _new_task(request, None, waiting, ctx.settings.default_policy, principal, now),
+        producer_metadata=producer_fields.metadata,
+        traceparent=producer_fields.traceparent,
+    )
+    response = dumps(
+        {"task_id": str(task.id), **task_view(task, now, metadata=True, traceparent=True)}
+    )
+    view = task_view(task, now, metadata=True)  # what events carry
     event_id = uuid.uuid4()
     row = oneshot.task_values(task, request.idempotency_key)
     values: dict[str, Any] = {
@@ -248,6 +267,7 @@ async def _escalate_in_one_statement(
     if record["created"]:
         note_transition(step, task, principal)
         ctx.database.outbox_committed.set()
+        ctx.database.changes.changed([task.id])
         return EscalationOutcome(status_code=201, body=response, replayed=False)
     if record["request_fingerprint"] is not None and record["expires_at"] > now:
         stored = StoredIdempotencyKey(
@@ -453,6 +473,7 @@ def _changed(ctx: ServiceContext, step: Transition, record: Any, principal: Prin
     note_transition(step, task, principal)
     if step.publish:
         ctx.database.outbox_committed.set()
+    ctx.database.changes.changed([task.id])
     return task
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from signoff.domain.states import REVIEWERS, Role
 from signoff.domain.tasks import Principal, require_role
+from signoff.domain.webhooks import error_category
 from signoff.errors import NotFound
 from signoff.net import vet_url
 from signoff.services.common import get_task
@@ -142,7 +143,29 @@ async def endpoint_deliveries(
 ) -> list[dict[str, Any]]:
     endpoint = await get_endpoint(ctx, caller, raw_id)
     async with ctx.database.transaction(write=False) as uow:
-        return await store.list_deliveries(uow.connection, endpoint_id=uuid.UUID(endpoint["id"]))
+        found = await store.list_deliveries(uow.connection, endpoint_id=uuid.UUID(endpoint["id"]))
+    return _for(caller, found)
+
+
+def _for(caller: Principal, deliveries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every reader gets each failure's category; only admins the transport detail and
+    the receiver's answer, which can name internal hosts and addresses."""
+    admin = caller.role is Role.ADMIN
+    shown = []
+    for delivery in deliveries:
+        attempts = []
+        for attempt in delivery["attempts"]:
+            category = error_category(attempt["status_code"], attempt["error"])
+            attempt = {**attempt, "error_category": category}
+            if not admin:
+                attempt |= {"error": None, "response_body": None}
+            attempts.append(attempt)
+        category = error_category(delivery["last_status_code"], delivery["last_error"])
+        delivery = {**delivery, "last_error_category": category, "attempts": attempts}
+        if not admin:
+            delivery["last_error"] = None
+        shown.append(delivery)
+    return shown
 
 
 async def task_deliveries(
@@ -152,7 +175,7 @@ async def task_deliveries(
     require_role(caller, ADMIN | REVIEWERS | {Role.PRODUCER}, "read deliveries")
     task = await get_task(ctx, caller, raw_task_id)
     async with ctx.database.transaction(write=False) as uow:
-        return await store.list_deliveries(uow.connection, task_id=task.id)
+        return _for(caller, await store.list_deliveries(uow.connection, task_id=task.id))
 
 
 async def redeliver(ctx: ServiceContext, caller: Principal, raw_id: str) -> None:

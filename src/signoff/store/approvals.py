@@ -21,6 +21,7 @@ from signoff.store.tables import (
     revoked_sources,
     subject_revisions,
     task_actions,
+    users,
 )
 from signoff.store.tasks import status_in, update_task_if
 
@@ -110,10 +111,20 @@ class ActiveTaskExists(Exception):
 
 
 def _approver_authorised() -> Any:
-    return exists().where(
-        api_keys.c.id == T.approver_key_id,
-        api_keys.c.revoked_at.is_(None),
-        api_keys.c.role.in_([role.value for role in REVIEWERS]),
+    """The approval's credential is still live with a deciding role: an API key, or a
+    console user (whose id plays the part of the key id)."""
+    reviewer_roles = [role.value for role in REVIEWERS]
+    return or_(
+        exists().where(
+            api_keys.c.id == T.approver_key_id,
+            api_keys.c.revoked_at.is_(None),
+            api_keys.c.role.in_(reviewer_roles),
+        ),
+        exists().where(
+            users.c.id == T.approver_key_id,
+            users.c.disabled_at.is_(None),
+            users.c.role.in_(reviewer_roles),
+        ),
     )
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from signoff.settings import Settings, async_database_url
+from signoff.store.changes import TaskChanges
 from signoff.store.keycache import KeyCache
 
 _WRITE = "signoff_write"
@@ -82,6 +83,8 @@ class UnitOfWork:
         self.wrote_outbox = False
         """Set by whoever appends to the outbox; the commit then wakes this process's
         dispatcher (PostgreSQL also notifies other processes, through a trigger)."""
+        self.changed_tasks: set[uuid.UUID] = set()
+        """Tasks this transaction changed; the commit wakes their long-poll waiters."""
 
     @property
     def dialect(self) -> str:
@@ -92,19 +95,27 @@ class UnitOfWork:
         self._committed = True
         if self.wrote_outbox:
             self._database.outbox_committed.set()
+        if self.changed_tasks:
+            self._database.changes.changed(self.changed_tasks)
 
 
 class Database:
     """Owns the engine; hands out units of work. On PostgreSQL it also owns a small
     asyncpg pool for the hot path's single statements (:meth:`one_statement`)."""
 
-    def __init__(self, engine: AsyncEngine, *, pgbouncer: bool = False) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, pgbouncer: bool = False, listen_url: str | None = None
+    ) -> None:
+        """``listen_url``: where to ``LISTEN`` on PostgreSQL (a direct connection when
+        ``engine`` goes through PgBouncer); default: the engine's own database."""
         self.engine = engine
         self.outbox_committed = asyncio.Event()
+        listen = _listen_url(engine, listen_url)
+        self.changes = TaskChanges(listen)
+        """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
         self.pgbouncer = pgbouncer
-        # On SQLite the cache is on from the start; PostgreSQL turns it on while a process
-        # listens for revocations (signoff.store.keycache.listen).
-        self.key_cache = KeyCache(enabled=engine.dialect.name == "sqlite")
+        self.key_cache = KeyCache(listen)
+        """Verified API keys (:mod:`signoff.store.keycache`)."""
         self._pool: asyncpg.Pool | None = None
         self._pool_lock: asyncio.Lock | None = None
 
@@ -167,4 +178,16 @@ class Database:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        await self.changes.close()
+        await self.key_cache.close()
         await self.engine.dispose()
+
+
+def _listen_url(engine: AsyncEngine, configured: str | None = None) -> str | None:
+    """A plain libpq URL for the shared listener (PostgreSQL only)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    if configured:
+        return async_database_url(configured).replace("postgresql+asyncpg://", "postgresql://", 1)
+    url = engine.url.set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)

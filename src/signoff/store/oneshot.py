@@ -157,7 +157,8 @@ def status_view_sql(r: str) -> str:
 
 
 def view_sql(r: str) -> str:
-    """:func:`signoff.domain.tasks.task_view` of row ``r``, as a ``json`` value."""
+    """:func:`signoff.domain.tasks.task_view` (``metadata=True``, as events carry it) of
+    row ``r``, as a ``json`` value."""
     active = _statuses(ACTIVE_STATUSES, f"{r}.status")
     summary = (
         f"CASE WHEN {r}.summary IS NULL THEN NULL ELSE (SELECT json_object_agg(k, v) FROM"
@@ -190,11 +191,18 @@ def view_sql(r: str) -> str:
         ("approved_digest", f"{r}.approved_digest"),
         ("approval_expires_at", _ts(f"{r}.approval_expires_at")),
         ("execution_status", f"{r}.execution_status"),
+        (
+            "execution_lease_expires_at",
+            f"CASE WHEN {r}.execution_token_hash IS NOT NULL"
+            f" THEN {_ts(r + '.execution_lease_expires_at')} END",
+        ),
         ("deadline_at", f"CASE WHEN {active} THEN {_ts(r + '.deadline_at')} END"),
         ("escalation_level", f"{r}.escalation_level"),
         ("policy", f"({r}.escalation_policy::json ->> 'name')"),
         ("assigned_group", f"{r}.assigned_group"),
         ("summary", summary),
+        # Events carry the producer's correlation metadata (task_view(metadata=True)).
+        ("metadata", f"{r}.producer_metadata::json"),
     ]
     return "json_build_object(" + ", ".join(f"'{k}', {v}" for k, v in pairs) + ")"
 

@@ -119,6 +119,15 @@ review_tasks = Table(
     Column("escalation_policy", JsonText),
     Column("assigned_group", Text),
     Column("summary", JsonText),
+    # Producers' side (agents): the producer's own correlation and trace context, never
+    # shown to reviewers; the execution lease that fences an executor; the revision whose
+    # approval a new revision invalidated (to name that refusal precisely).
+    Column("producer_metadata", JsonText),
+    Column("traceparent", String(55)),
+    Column("execution_token_hash", String(64)),
+    Column("execution_lease_expires_at", UtcDateTime),
+    Column("execution_stalled_at", UtcDateTime),
+    Column("invalidated_revision", Integer),
     # Seed 000 section 2: one active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
@@ -153,6 +162,13 @@ review_tasks = Table(
         "lease_expires_at",
         postgresql_where=text("status = 'CLAIMED'"),
         sqlite_where=text("status = 'CLAIMED'"),
+    ),
+    # The sweeper looks for execution leases that lapsed without an outcome.
+    Index(
+        "ix_review_tasks_execution_lease",
+        "execution_lease_expires_at",
+        postgresql_where=text("execution_token_hash IS NOT NULL"),
+        sqlite_where=text("execution_token_hash IS NOT NULL"),
     ),
 )
 
@@ -395,4 +411,55 @@ notifications = Table(
         postgresql_where=text("status = 'PENDING'"),
         sqlite_where=text("status = 'PENDING'"),
     ),
+)
+
+# People who sign in to the console (issue 9). A user ends in the same Principal an API
+# key does: ``users.id`` plays the part of the key id.
+users = Table(
+    "users",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("principal_id", Text, nullable=False, unique=True),
+    Column("role", String(32), nullable=False),
+    Column("groups", JsonText, nullable=False),
+    Column("email", Text),
+    Column("password_hash", Text),
+    Column("source", String(16), nullable=False),
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index("ix_users_email", "email"),
+)
+
+#: Console sessions, server-side: the cookie carries the id, only its SHA-256 is stored.
+user_sessions = Table(
+    "user_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("user_id", Uuid(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+    Index("ix_user_sessions_user", "user_id"),
+)
+
+#: One-time set-password links (SHA-256 of the token; valid 24 h).
+password_tokens = Table(
+    "password_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("user_id", Uuid(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("used_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_password_tokens_user", "user_id"),
+)
+
+#: Failed sign-ins, per account and per address, for throttling.
+login_failures = Table(
+    "login_failures",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("scope", Text, nullable=False),
+    Column("failed_at", UtcDateTime, nullable=False),
+    Index("ix_login_failures_scope", "scope", "failed_at"),
 )

@@ -3,7 +3,8 @@
 Dispatcher steps, each in its own short transaction:
 
 1. :func:`fan_out_outbox` turns new outbox events into one delivery per interested
-   endpoint (``SKIP LOCKED`` so dispatchers split the work);
+   endpoint (``SKIP LOCKED`` so dispatchers split the work), never an event whose task
+   has an earlier event still waiting for its fan-out;
 2. :func:`claim_due_deliveries` leases due deliveries — never one whose earlier event for
    the same task and endpoint is still pending, so each receiver sees a task's events in
    order;
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, insert, or_, select, update
+from sqlalchemy import and_, delete, exists, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
@@ -29,6 +30,7 @@ from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wan
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
+    review_tasks,
     webhook_deliveries,
     webhook_endpoints,
 )
@@ -111,7 +113,10 @@ async def has_work(conn: AsyncConnection, *, now: datetime) -> bool:
 
 
 async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
-    """Create deliveries for up to ``limit`` new outbox events; returns how many events."""
+    """Create deliveries for up to ``limit`` new outbox events; returns how many events.
+
+    An event is taken only with every earlier waiting event of its task (see
+    :func:`_in_task_order`)."""
     events = (
         await conn.execute(
             select(O.id, O.event_type, O.task_id, O.task_version, O.payload)
@@ -121,6 +126,7 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
             .with_for_update(skip_locked=True)
         )
     ).all()
+    events = await _in_task_order(conn, events)
     if not events:
         return 0
     endpoints = (
@@ -156,6 +162,39 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
     return len(events)
 
 
+async def _in_task_order(conn: AsyncConnection, events: Sequence[Any]) -> Sequence[Any]:
+    """Drop each event that an earlier, still waiting event of the same task did not come
+    with (it is locked by another dispatcher's uncommitted fan-out, or fell outside the
+    batch). Step 2's order check sees only deliveries that exist: without this rule a
+    second dispatcher, skipping the locked event, would fan out and send the task's next
+    event first. A dropped event waits for a later round, when the earlier one's
+    deliveries are committed (the same transaction marks it fanned out).
+
+    A separate statement on purpose: on PostgreSQL it sees what committed since the
+    batch was locked, so an event fanned out meanwhile no longer blocks (and one still
+    uncommitted does)."""
+    if not events:
+        return events
+    taken = [event.id for event in events]
+    blocking = (
+        await conn.execute(
+            select(O.task_id, func.min(O.task_version))
+            .where(
+                O.task_id.in_({event.task_id for event in events}),
+                O.fanned_out_at.is_(None),
+                O.id.not_in(taken),
+            )
+            .group_by(O.task_id)
+        )
+    ).all()
+    first_left_behind = {task_id: version for task_id, version in blocking}
+    return [
+        event
+        for event in events
+        if event.task_version < first_left_behind.get(event.task_id, event.task_version + 1)
+    ]
+
+
 @dataclass(frozen=True)
 class ClaimedDelivery:
     id: uuid.UUID
@@ -165,6 +204,8 @@ class ClaimedDelivery:
     secrets_newest_first: tuple[str, ...]
     event_id: uuid.UUID
     payload: dict[str, Any]
+    traceparent: str | None = None
+    """The W3C ``traceparent`` the task was escalated with, sent as a header."""
 
 
 async def claim_due_deliveries(
@@ -220,9 +261,11 @@ async def claim_due_deliveries(
             E.previous_secret_expires_at,
             O.id.label("event_id"),
             O.payload,
+            review_tasks.c.traceparent,
         )
         .join(webhook_endpoints, E.id == D.endpoint_id)
         .join(outbox_events, O.id == D.event_id)
+        .outerjoin(review_tasks, review_tasks.c.id == O.task_id)
         .where(D.id.in_(list(attempts)))
     )
     result = []
@@ -243,6 +286,7 @@ async def claim_due_deliveries(
                 secrets_newest_first=tuple(live),
                 event_id=row.event_id,
                 payload=row.payload,
+                traceparent=row.traceparent,
             )
         )
     return result

@@ -3,15 +3,15 @@
 Any number of dispatchers may run (inside ``signoff serve`` and as ``signoff worker``):
 deliveries are leased with ``SKIP LOCKED`` on PostgreSQL, and every result is fenced by
 the lease owner and attempt number. On PostgreSQL an idle dispatcher wakes on
-``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits); SQLite polls
-every ``SIGNOFF_DISPATCHER_POLL_SECONDS``. Stopping drains: the attempts in flight finish
+``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits), listened to
+again after the database restarts; SQLite polls every ``SIGNOFF_DISPATCHER_POLL_SECONDS``
+(PostgreSQL too, as a fallback). Stopping drains: the attempts in flight finish
 and are recorded before :meth:`Dispatcher.run` returns.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import time
@@ -19,7 +19,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 import httpx
 import structlog
 from sqlalchemy.exc import IntegrityError
@@ -39,13 +38,13 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
-from signoff.settings import async_database_url
+from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
+from signoff.workers.listen import Listener
 
 log = structlog.get_logger("signoff.dispatcher")
 
-NOTIFY_CHANNEL = "signoff_outbox"
 MAX_STORED_RESPONSE = 1024
 
 
@@ -60,6 +59,7 @@ class Dispatcher:
             timeout=self.settings.webhook_timeout_seconds, follow_redirects=False, trust_env=False
         )
         self._wake = asyncio.Event()
+        self.listener = self._listener()
 
     async def run_once(self) -> int:
         """Fan out new events, then send every due delivery once. Returns attempts made."""
@@ -99,6 +99,8 @@ class Dispatcher:
             "User-Agent": "Signoff-Webhooks/1",
             "Host": target.host_header,
         }
+        if delivery.traceparent:  # W3C trace context of the escalation this event is about
+            headers["traceparent"] = delivery.traceparent
         extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
         try:
             # One deadline for the whole attempt: httpx's timeout is per read, so a
@@ -185,7 +187,11 @@ class Dispatcher:
         ``SIGNOFF_DISPATCHER_BATCH_SIZE``) and new work is claimed while others are in
         flight, so one slow receiver never holds up the rest. On stop, the attempts in
         flight finish and are recorded before this returns."""
-        listener = await self._listen()
+        listener = self.listener
+        # The process's one shared listener (store/changes.py) wakes us and long-polls.
+        changes = self.context.database.changes
+        unsubscribe = changes.subscribe(self._wake.set)
+        await changes.start()
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
         try:
@@ -200,6 +206,9 @@ class Dispatcher:
                         claimed = await self._claim_round(capacity - len(in_flight))
                     except Exception:  # the loop must outlive a database hiccup
                         log.exception("dispatcher.iteration_failed")
+                    else:
+                        if listener is not None and not listener.listening.is_set():
+                            listener.nudge()  # the database answers again: listen again now
                 for delivery in claimed:
                     attempt = asyncio.create_task(self._deliver(delivery))
                     in_flight.add(attempt)
@@ -209,9 +218,7 @@ class Dispatcher:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
-            if listener is not None:
-                with contextlib.suppress(Exception):
-                    await listener.close()
+            unsubscribe()
             await self._client.aclose()
 
     def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
@@ -238,16 +245,8 @@ class Dispatcher:
         for waiter in waiters:
             waiter.cancel()
 
-    async def _listen(self) -> Any:
-        url = async_database_url(self.settings.database_url)
-        if not url.startswith("postgresql"):
-            return None
-        try:
-            connection = await asyncpg.connect(
-                url.replace("postgresql+asyncpg://", "postgresql://", 1)
-            )
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("dispatcher.listen_failed", error=str(exc))
-            return None
-        return connection
+    def _listener(self) -> Listener | None:
+        """On PostgreSQL, the process's shared LISTEN on the outbox channel (it wakes this
+        dispatcher and long-poll waiters, and is made again whenever its connection is
+        lost); SQLite has none (it polls)."""
+        return self.context.database.changes.listener

@@ -30,7 +30,7 @@ from signoff.api.schemas import (
     TaskOut,
 )
 from signoff.domain.clock import rfc3339
-from signoff.domain.tasks import task_view
+from signoff.domain.tasks import view_for
 from signoff.services import approvals
 
 router = APIRouter(prefix="/tasks", tags=["approvals"])
@@ -65,7 +65,7 @@ async def revise_subject(
     body = await read_json_body(request)
     task = await approvals.revise_subject(context, caller, task_id, if_match=if_match, body=body)
     return json_response(
-        task_view(task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
+        view_for(caller, task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
     )
 
 

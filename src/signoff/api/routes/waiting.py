@@ -11,11 +11,19 @@ import jinja2
 from fastapi import APIRouter, Header, Request
 from starlette.responses import HTMLResponse, Response
 
-from signoff.api.deps import Caller, Context, get_principal, json_response, problems, read_json_body
+from signoff.api.deps import (
+    Caller,
+    Context,
+    get_principal,
+    json_response,
+    problems,
+    read_body,
+    read_json_body,
+)
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
 from signoff.domain.states import Decision
-from signoff.domain.tasks import task_view
+from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
 from signoff.services import waiting
 from signoff.services.waiting import LinkState
@@ -133,7 +141,9 @@ async def delete_policy(name: str, context: Context, caller: Caller) -> Response
     summary="Withdraw a waiting task (producer)",
 )
 async def cancel(task_id: str, context: Context, caller: Caller) -> Response:
-    return json_response(task_view(await waiting.cancel(context, caller, task_id), context.now()))
+    return json_response(
+        view_for(caller, await waiting.cancel(context, caller, task_id), context.now())
+    )
 
 
 @router.get(
@@ -234,6 +244,7 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
         404: {"description": "Unknown link"},
         409: {"description": "Someone else is reviewing"},
         410: {"description": "Expired, cancelled or withdrawn"},
+        413: {"description": "Body larger than SIGNOFF_MAX_BODY_BYTES"},
     },
     summary='Decide with a resume link: a CSRF-protected form, or JSON {"decision": ...}',
 )
@@ -251,7 +262,7 @@ async def use_link(
             csrf = None
             caller = await get_principal(context, authorization) if authorization else None
         else:
-            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            form = parse_qs((await read_body(request)).decode("utf-8", "replace"))
             decision = _decision((form.get("decision") or [""])[0])
             csrf = (form.get("csrf") or [""])[0]
             raw_revision = (form.get("revision") or [""])[0]

@@ -1,0 +1,119 @@
+"""The Python SDK for Signoff: escalate to people, wait for their decision, execute exactly
+what they approved.
+
+It imports nothing of the server: only ``httpx``, ``pydantic``, ``rfc8785`` and
+``standardwebhooks``. Everything public is listed in ``__all__``; modules starting with
+an underscore are private.
+
+::
+
+    from signoff.client import Signoff
+
+    with Signoff("http://127.0.0.1:8000", api_key) as client:
+        task = client.escalate(key="order-42", entity_type="order", entity_id="42", ...)
+        task = client.wait_for_decision(task.id, timeout=3600)
+
+The exception tree is drawn in :mod:`signoff.client._errors` (``SignoffError`` at the
+root; ``ApiError`` for every refusal the server answers).
+"""
+
+from signoff.client._client import AsyncSignoff, Signoff
+from signoff.client._digests import canonical_json, digest, escalation_ids, precheck_hash
+from signoff.client._errors import (
+    AlreadyExecuting,
+    ApiError,
+    ApprovalNotValid,
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    DecisionTimeout,
+    ExecutionLeaseLost,
+    ExecutionTokenRequired,
+    Forbidden,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    InsufficientContextProof,
+    LeaseExpired,
+    LeaseLost,
+    LeaseTokenRequired,
+    NotFound,
+    NotReady,
+    PayloadTooLarge,
+    PrecheckHashMismatch,
+    PreconditionFailed,
+    PreconditionRequired,
+    RateLimited,
+    SelfApproval,
+    ServerError,
+    SignoffError,
+    StaleRevision,
+    StateConflict,
+    TaskClosed,
+    TaskConflict,
+    Unauthorized,
+    ValidationFailed,
+    WebhookVerificationFailed,
+)
+from signoff.client._execution import AsyncExecutionRun, ExecutionRun
+from signoff.client._models import (
+    Action,
+    AuditEvent,
+    Execution,
+    Task,
+    TaskPage,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from signoff.client._webhooks import verify_event
+
+__all__ = [
+    "Action",
+    "AlreadyExecuting",
+    "ApiError",
+    "ApprovalNotValid",
+    "AsyncExecutionRun",
+    "AsyncSignoff",
+    "AuditEvent",
+    "BadRequest",
+    "Conflict",
+    "ConnectionFailed",
+    "DecisionTimeout",
+    "Execution",
+    "ExecutionLeaseLost",
+    "ExecutionRun",
+    "ExecutionTokenRequired",
+    "Forbidden",
+    "IdempotencyKeyInUse",
+    "IdempotencyKeyReused",
+    "InsufficientContextProof",
+    "LeaseExpired",
+    "LeaseLost",
+    "LeaseTokenRequired",
+    "NotFound",
+    "NotReady",
+    "PayloadTooLarge",
+    "PrecheckHashMismatch",
+    "PreconditionFailed",
+    "PreconditionRequired",
+    "RateLimited",
+    "SelfApproval",
+    "ServerError",
+    "Signoff",
+    "SignoffError",
+    "StaleRevision",
+    "StateConflict",
+    "Task",
+    "TaskClosed",
+    "TaskConflict",
+    "TaskPage",
+    "Unauthorized",
+    "ValidationFailed",
+    "WebhookEndpoint",
+    "WebhookEvent",
+    "WebhookVerificationFailed",
+    "canonical_json",
+    "digest",
+    "escalation_ids",
+    "precheck_hash",
+    "verify_event",
+]

@@ -1,0 +1,164 @@
+"""Typed shapes of what the server answers. Unknown fields are kept (``model_extra``), so a
+newer server never breaks an older SDK."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "Action",
+    "AuditEvent",
+    "Execution",
+    "Task",
+    "TaskPage",
+    "WebhookEndpoint",
+    "WebhookEvent",
+]
+
+#: Statuses in which a task waits for a person.
+ACTIVE_STATUSES = frozenset({"PENDING_REVIEW", "CLAIMED"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Task(_Model):
+    """One review task, as ``GET /tasks/{id}`` shows it."""
+
+    id: str
+    status: str = Field(description="PENDING_REVIEW, CLAIMED, RESOLVED, EXPIRED or CANCELLED")
+    entity_type: str
+    entity_id: str
+    reason_code: str
+    precheck_hash: str | None = None
+    diagnostic_bundle: dict[str, Any] = Field(default_factory=dict)
+    producer_id: str | None = None
+    version: int
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+    decision: str | None = Field(default=None, description="APPROVED, REJECTED, ...")
+    notes: str | None = None
+    resolution_payload: dict[str, Any] | None = None
+    operator_id: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    resolved_at: datetime | None = None
+    current_revision: int | None = None
+    digest: str | None = None
+    material_paths: list[str] | None = None
+    approved_revision: int | None = None
+    approved_digest: str | None = None
+    approval_expires_at: datetime | None = None
+    execution_status: str | None = None
+    deadline_at: datetime | None = None
+    escalation_level: int | None = None
+    policy: str | None = None
+    assigned_group: str | None = None
+    summary: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="The producer's own correlation data, as escalated."
+    )
+    lease_token: str | None = Field(default=None, description="Only in claim answers.")
+    last_viewed_revision: int | None = None
+
+    @property
+    def is_active(self) -> bool:
+        """Waiting for a person (pending or claimed)."""
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def is_decided(self) -> bool:
+        """A person recorded a decision that still stands (RESOLVED)."""
+        return self.status == "RESOLVED" and self.decision is not None
+
+    @property
+    def is_approved(self) -> bool:
+        return self.status == "RESOLVED" and self.decision == "APPROVED"
+
+
+class TaskPage(_Model):
+    items: list[Task]
+    next_cursor: str | None = None
+
+
+class Action(_Model):
+    id: str
+    status: str = Field(description="PENDING, COMPLETED or FAILED")
+    operation_id: str | None = None
+    result: Any = None
+
+
+class Execution(_Model):
+    """The execution gate's answer, and each action report's."""
+
+    task_id: str
+    execution_status: str | None = None
+    operation_id: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    revision: int | None = None
+    digest: str | None = None
+    approved_by: str | None = None
+    granted_at: datetime | None = None
+    execution_token: str | None = Field(
+        default=None, description="Fencing token of the execution lease (absent on a replay)."
+    )
+    execution_lease_expires_at: datetime | None = None
+
+
+class AuditEvent(_Model):
+    id: int
+    task_id: str
+    type: str
+    action: str
+    status: str
+    version: int
+    actor_id: str
+    actor_role: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+
+
+class WebhookEndpoint(_Model):
+    id: str
+    url: str
+    event_types: list[str] | None = None
+    entity_types: list[str] | None = None
+    enabled: bool = True
+    secret: str | None = Field(default=None, description="Only when created or rotated.")
+
+
+class WebhookEvent(_Model):
+    """A verified webhook delivery: ``{"id", "type", "created_at", "data": <task>}``."""
+
+    id: str
+    type: str
+    created_at: datetime | None = None
+    data: Task
+    webhook_id: str | None = Field(
+        default=None, description="The webhook-id header: deduplicate on it."
+    )
+    scheme: str = Field(
+        default="standard-webhooks",
+        description="standard-webhooks, or x-signature-256 (body only: no freshness proof)",
+    )
+
+    @property
+    def task(self) -> Task:
+        return self.data
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The producer's correlation data carried by the event (empty when none)."""
+        carried = (self.model_extra or {}).get("metadata")
+        if isinstance(carried, dict):
+            return carried
+        return self.data.metadata or {}
+
+    @property
+    def dedupe_key(self) -> str:
+        return self.webhook_id or self.id

@@ -1,0 +1,112 @@
+"""Who is using the console: users signing in, their sessions, and CSRF.
+
+The contract the console pages code against::
+
+    from signoff.console.auth import CsrfChecked, SignedIn, csrf_token, install_auth
+
+- ``SignedIn`` — ``Annotated[Principal, Depends(...)]``: the signed-in user as the same
+  :class:`signoff.domain.tasks.Principal` an API key produces (``key_id`` is the user's
+  id), so every rule in the services holds unchanged: roles, groups, no self-approval,
+  operator identity. Without a live session a page request is redirected (303) to
+  ``/console/login?next=<path>``; an htmx/fetch/SSE request (``HX-Request`` header, or
+  ``Accept`` naming ``text/event-stream`` or ``application/json``) gets 401 with an
+  ``HX-Redirect`` header to the login page instead. The session is checked against the
+  database on every request: signing out, disabling the user, the idle lifetime
+  (``SIGNOFF_SESSION_IDLE_SECONDS``) and the absolute lifetime
+  (``SIGNOFF_SESSION_MAX_SECONDS``) all take effect on the next request.
+- ``csrf_token(request) -> str`` — put it in every form as
+  ``<input type="hidden" name="csrf" value="{{ csrf_token(request) }}">`` (it is a Jinja
+  global of the console environment) and send it as the ``X-CSRF-Token`` header from
+  htmx/fetch (e.g. ``<body hx-headers='{"X-CSRF-Token": "..."}'>``).
+- ``CsrfChecked`` — ``Annotated[Principal, Depends(...)]``: ``SignedIn`` plus the CSRF
+  check; use it (instead of ``SignedIn``) on every state-changing route. A missing or
+  wrong token is answered 403: a page saying to reload and try again, or for
+  htmx/fetch a problem document ``ERR_CSRF``.
+- ``signed_in_user(request)`` — the :class:`signoff.store.users.User` (e-mail, role,
+  groups) behind ``SignedIn`` for templates, or ``None``.
+- ``install_auth(app)`` — mounts ``/console/login``, ``/console/logout`` (POST, with the
+  CSRF token), ``/console/set-password/{token}`` and single sign-on, and the handlers
+  above. :func:`signoff.api.app.create_app` calls it.
+
+Sessions are server-side rows; the cookie (``signoff_session``: HttpOnly, SameSite=Lax,
+Secure when ``SIGNOFF_PUBLIC_BASE_URL`` is https) carries a random id signed with
+``SIGNOFF_SECRET_KEY``. Replicas must share that key.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+from signoff.console.auth.core import (
+    CsrfChecked,
+    CsrfRejected,
+    LoginRequired,
+    SignedIn,
+    csrf_token,
+    current_user,
+    login_required_response,
+    signed_in_user,
+    wants_fragment,
+)
+from signoff.console.rendering import environment, render
+from signoff.settings import Settings
+
+__all__ = [
+    "CsrfChecked",
+    "SignedIn",
+    "csrf_token",
+    "current_user",
+    "install_auth",
+    "signed_in_user",
+]
+
+
+def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
+    """Add the sign-in pages and the handlers behind ``SignedIn`` and ``CsrfChecked``
+    (once per app; :func:`signoff.api.app.create_app` calls it)."""
+    from signoff.console.auth import oidc, pages
+
+    if getattr(app.state, "console_auth_installed", False):
+        return
+    app.state.console_auth_installed = True
+
+    environment.globals["csrf_token"] = csrf_token
+    environment.globals["signed_in_user"] = signed_in_user
+
+    @app.exception_handler(LoginRequired)
+    async def _login_required(request: Request, _exc: LoginRequired) -> Response:
+        return login_required_response(request)
+
+    @app.exception_handler(CsrfRejected)
+    async def _csrf_rejected(request: Request, exc: CsrfRejected) -> Response:
+        if wants_fragment(request):
+            body = {
+                "type": "urn:signoff:problem:ERR_CSRF",
+                "title": "Forbidden",
+                "status": 403,
+                "error_code": "ERR_CSRF",
+                "message": exc.message,
+                "detail": exc.message,
+            }
+            return Response(
+                json.dumps(body), status_code=403, media_type="application/problem+json"
+            )
+        referer = request.headers.get("referer") or ""
+        back = request.url.path if request.method == "GET" else "/console"
+        if referer.startswith(str(request.base_url)):
+            back = "/" + referer[len(str(request.base_url)) :]
+        return render(
+            request,
+            "auth_message.html",
+            status_code=403,
+            heading="This form could not be sent",
+            message=exc.message,
+            action_href=back,
+            action_label="Reload the page",
+        )
+
+    oidc.install(app, settings or Settings())
+    app.include_router(pages.router)

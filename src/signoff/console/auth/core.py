@@ -1,0 +1,246 @@
+"""Session cookies, the signed-in dependency and CSRF (see the package docstring)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from typing import Annotated
+from urllib.parse import quote, urlsplit
+
+from fastapi import Depends, Request
+from starlette.responses import Response
+
+from signoff.domain.tasks import Principal
+from signoff.services import users as user_service
+from signoff.services.context import ServiceContext
+from signoff.settings import Settings
+from signoff.store.users import User
+
+SESSION_COOKIE = "signoff_session"
+ANON_CSRF_COOKIE = "signoff_csrf"
+LOGIN_PATH = "/console/login"
+HOME_PATH = "/console"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+_PROCESS_SECRET = secrets.token_bytes(32)
+
+
+def secret_key(settings: Settings) -> bytes:
+    """``SIGNOFF_SECRET_KEY``, or a random key for this process (``signoff serve
+    --workers N`` hands one to all its processes; replicas on several hosts must be given
+    the same ``SIGNOFF_SECRET_KEY``)."""
+    return settings.secret_key.encode() if settings.secret_key else _PROCESS_SECRET
+
+
+def _mac(settings: Settings, purpose: str, value: str) -> str:
+    digest = hmac.new(secret_key(settings), f"{purpose}:{value}".encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+
+
+def _context(request: Request) -> ServiceContext:
+    context: ServiceContext = request.app.state.context
+    return context
+
+
+# The session cookie ---------------------------------------------------------------------
+
+
+def set_session_cookie(request: Request, response: Response, session_id: str) -> None:
+    settings = _context(request).settings
+    value = f"{session_id}.{_mac(settings, 'session', session_id)}"
+    response.set_cookie(
+        SESSION_COOKIE,
+        value,
+        max_age=settings.session_max_seconds,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=settings.secure_cookies,
+    )
+
+
+def clear_session_cookie(request: Request, response: Response) -> None:
+    settings = _context(request).settings
+    response.delete_cookie(
+        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=settings.secure_cookies
+    )
+
+
+def _session_id(request: Request) -> str | None:
+    raw = request.cookies.get(SESSION_COOKIE)
+    if not raw or "." not in raw:
+        return None
+    session_id, _, mac = raw.rpartition(".")
+    expected = _mac(_context(request).settings, "session", session_id)
+    return session_id if hmac.compare_digest(mac, expected) else None
+
+
+async def current_user(request: Request) -> User | None:
+    """The signed-in user of this request (looked up once per request), or ``None``."""
+    if hasattr(request.state, "console_user"):
+        user: User | None = request.state.console_user
+        return user
+    session_id = _session_id(request)
+    user = await user_service.resume_session(_context(request), session_id) if session_id else None
+    request.state.console_user = user
+    request.state.console_session_id = session_id if user is not None else None
+    return user
+
+
+def signed_in_user(request: Request) -> User | None:
+    """For templates: the user :data:`SignedIn` found for this request, if any."""
+    return getattr(request.state, "console_user", None)
+
+
+# Signed in, or sent to the login page ---------------------------------------------------
+
+
+class LoginRequired(Exception):
+    """No live session: a page redirects to the login page, htmx/fetch gets a 401."""
+
+
+def wants_fragment(request: Request) -> bool:
+    """htmx, Server-Sent Events and fetch requests: they get status codes, not pages."""
+    accept = request.headers.get("accept", "")
+    return (
+        "hx-request" in request.headers
+        or "text/event-stream" in accept
+        or "application/json" in accept
+    )
+
+
+def safe_next(target: str | None) -> str:
+    """``target`` when it is a path on this site, else the inbox."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return HOME_PATH
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or any(c in target for c in "\r\n\\"):
+        return HOME_PATH
+    return target
+
+
+def login_url(next_path: str | None) -> str:
+    target = safe_next(next_path)
+    return LOGIN_PATH if target == HOME_PATH else f"{LOGIN_PATH}?next={quote(target, safe='/')}"
+
+
+def login_required_response(request: Request) -> Response:
+    if wants_fragment(request):
+        page = request.headers.get("hx-current-url")
+        path = urlsplit(page).path if page else request.url.path
+        query = urlsplit(page).query if page else ""
+        target = login_url(path + (f"?{query}" if query else ""))
+        body = {
+            "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+            "title": "Unauthenticated",
+            "status": 401,
+            "error_code": "ERR_UNAUTHENTICATED",
+            "message": "your session has ended; sign in again",
+            "detail": "your session has ended; sign in again",
+            "login_url": target,
+        }
+        return Response(
+            json.dumps(body),
+            status_code=401,
+            media_type="application/problem+json",
+            headers={"HX-Redirect": target, "Cache-Control": "no-store"},
+        )
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return Response(
+        status_code=303, headers={"Location": login_url(path), "Cache-Control": "no-store"}
+    )
+
+
+async def _signed_in(request: Request) -> Principal:
+    user = await current_user(request)
+    if user is None:
+        raise LoginRequired()
+    return user.principal
+
+
+SignedIn = Annotated[Principal, Depends(_signed_in)]
+
+
+# CSRF -------------------------------------------------------------------------------------
+
+
+class CsrfRejected(Exception):
+    """A state-changing request without the right CSRF token."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def csrf_token(request: Request) -> str:
+    """The token for forms (``<input type=hidden name=csrf>``) and for htmx/fetch (the
+    ``X-CSRF-Token`` header). Bound to the session; before sign-in, to a random cookie
+    the login and set-password pages set."""
+    settings = _context(request).settings
+    session_id = getattr(request.state, "console_session_id", None)
+    if session_id:
+        return _mac(settings, "csrf-session", session_id)
+    nonce = getattr(request.state, "console_csrf_nonce", None) or request.cookies.get(
+        ANON_CSRF_COOKIE
+    )
+    if not nonce:
+        nonce = secrets.token_urlsafe(24)
+        request.state.console_csrf_nonce_new = True
+    request.state.console_csrf_nonce = nonce
+    return _mac(settings, "csrf-anonymous", nonce)
+
+
+def keep_anonymous_csrf_cookie(request: Request, response: Response) -> None:
+    """Pages that call :func:`csrf_token` before sign-in must pass their response here."""
+    if getattr(request.state, "console_csrf_nonce_new", False):
+        response.set_cookie(
+            ANON_CSRF_COOKIE,
+            request.state.console_csrf_nonce,
+            path="/console",
+            httponly=True,
+            samesite="lax",
+            secure=_context(request).settings.secure_cookies,
+        )
+
+
+async def sent_csrf_token(request: Request) -> str | None:
+    sent = request.headers.get("x-csrf-token")
+    if sent:
+        return sent
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        form = await request.form()
+        value = form.get("csrf")
+        return value if isinstance(value, str) else None
+    return None
+
+
+async def check_csrf(request: Request) -> None:
+    """Raises :class:`CsrfRejected` unless a state-changing request carries the token
+    :func:`csrf_token` gives this session (or this browser, before sign-in)."""
+    if request.method in SAFE_METHODS:
+        return
+    sent = await sent_csrf_token(request)
+    if not sent:
+        raise CsrfRejected(
+            "This form was sent without its security token. Reload the page and try again."
+        )
+    had_cookie = bool(
+        getattr(request.state, "console_session_id", None) or request.cookies.get(ANON_CSRF_COOKIE)
+    )
+    if not had_cookie or not hmac.compare_digest(sent, csrf_token(request)):
+        raise CsrfRejected(
+            "This form is out of date (it was opened before you signed in or out, or in "
+            "another session). Reload the page and try again."
+        )
+
+
+async def _csrf_checked(request: Request, principal: SignedIn) -> Principal:
+    await check_csrf(request)
+    return principal
+
+
+CsrfChecked = Annotated[Principal, Depends(_csrf_checked)]

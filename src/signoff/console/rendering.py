@@ -1,0 +1,24 @@
+"""One Jinja2 environment for every console page (autoescaped, templates in the package)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+environment = jinja2.Environment(
+    loader=jinja2.PackageLoader("signoff.console", "templates"),
+    autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def render(
+    request: Request, template: str, *, status_code: int = 200, **values: Any
+) -> HTMLResponse:
+    """A console page. ``request`` is passed to the template (for ``url_for`` and the
+    signed-in user, when there is one)."""
+    html = environment.get_template(template).render(request=request, **values)
+    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})

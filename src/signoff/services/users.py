@@ -1,0 +1,549 @@
+"""People who sign in to the console: local accounts, OpenID Connect accounts, sessions.
+
+A user ends in the same :class:`~signoff.domain.tasks.Principal` an API key does (the
+user's id plays the part of the key id), so every rule that holds for a key holds for a
+user: roles, groups, no self-approval, operator identity.
+
+Passwords are hashed with Argon2id (argon2-cffi). Sessions are server-side rows: the
+browser holds a random id (only its SHA-256 is stored), so signing out, disabling a user
+or an idle/absolute lifetime ending takes effect on the very next request. Failed
+sign-ins are counted per account and per address; past the limit sign-in is refused
+(429) until the window has passed, whatever the password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from signoff.domain.states import Role
+from signoff.domain.tasks import Principal, require_role
+from signoff.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    NotFound,
+    TooManyRequests,
+    Unauthenticated,
+    validation_error,
+)
+from signoff.services.context import ServiceContext
+from signoff.store import users as store
+from signoff.store.users import User
+
+log = structlog.get_logger("signoff.users")
+
+USER_ROLES = (Role.REVIEWER, Role.SUPERVISOR, Role.ADMIN)
+MIN_PASSWORD_LENGTH = 10
+MAX_PASSWORD_LENGTH = 1024
+MAX_PRINCIPAL_ID_LENGTH = 255
+PASSWORD_LINK_HOURS = 24
+SESSION_TOUCH_SECONDS = 60
+"""A session's last-seen time is written at most this often (idle lifetime granularity)."""
+
+_dummy_hash: str | None = None
+
+
+@functools.cache
+def _hasher() -> Any:
+    """Argon2id with argon2-cffi's defaults (imported on first use)."""
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def hash_password(password: str) -> str:
+    return str(_hasher().hash(password))
+
+
+def _verify(password_hash: str | None, password: str) -> bool:
+    """Argon2 verification; an account without a password verifies a dummy hash so an
+    unknown user takes as long as a known one."""
+    global _dummy_hash
+    if password_hash is None:
+        if _dummy_hash is None:
+            _dummy_hash = hash_password(secrets.token_urlsafe(16))
+        password_hash = _dummy_hash
+        password = password + "\x00never"
+    from argon2.exceptions import InvalidHashError, VerificationError
+
+    try:
+        return bool(_hasher().verify(password_hash, password))
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def check_password_rules(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise validation_error(
+            [FieldError("password", f"must be at least {MIN_PASSWORD_LENGTH} characters")]
+        )
+    if len(password) > MAX_PASSWORD_LENGTH or "\x00" in password:
+        raise validation_error(
+            [FieldError("password", f"must be at most {MAX_PASSWORD_LENGTH} characters")]
+        )
+
+
+def _check_identity(principal_id: str, role: Role, groups: list[str], email: str | None) -> None:
+    errors = []
+    if not 1 <= len(principal_id) <= MAX_PRINCIPAL_ID_LENGTH or any(
+        c.isspace() or c == "\x00" for c in principal_id
+    ):
+        errors.append(
+            FieldError(
+                "principal_id",
+                f"must be 1 to {MAX_PRINCIPAL_ID_LENGTH} characters without spaces",
+            )
+        )
+    if role not in USER_ROLES:
+        errors.append(FieldError("role", "must be reviewer, supervisor or admin"))
+    for index, group in enumerate(groups):
+        if not group or any(c.isspace() or c in ",\x00" for c in group):
+            errors.append(FieldError(f"groups[{index}]", "must be a name without spaces"))
+    if email is not None and (
+        "@" not in email or any(c.isspace() for c in email) or len(email) > 320
+    ):
+        errors.append(FieldError("email", "must be an e-mail address"))
+    if errors:
+        raise validation_error(errors)
+
+
+def password_link(ctx: ServiceContext, token: str) -> str:
+    return f"{ctx.settings.public_base_url.rstrip('/')}/console/set-password/{token}"
+
+
+@dataclass(frozen=True)
+class CreatedUser:
+    user: User
+    set_password_link: str | None
+    """A one-time link (valid 24 h) when no password was given; ``None`` otherwise."""
+
+
+async def create_user(
+    ctx: ServiceContext,
+    caller: Principal,
+    *,
+    principal_id: str,
+    role: Role,
+    groups: list[str] | None = None,
+    email: str | None = None,
+    password: str | None = None,
+) -> CreatedUser:
+    """Create a local user (admins only). Without ``password``, a one-time set-password
+    link is returned (valid 24 h).
+
+    Raises:
+        Conflict: 409 ``ERR_USER_EXISTS`` / ``ERR_EMAIL_IN_USE``.
+    """
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    groups = list(groups or [])
+    _check_identity(principal_id, role, groups, email)
+    if password is not None:
+        check_password_rules(password)
+    password_hash = await asyncio.to_thread(hash_password, password) if password else None
+    now = ctx.now()
+    token = secrets.token_urlsafe(32)
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        if await store.find_user(conn, principal_id) is not None:
+            raise Conflict(f"user {principal_id} exists already", error_code="ERR_USER_EXISTS")
+        if email and await store.email_in_use(conn, email, other_than=None):
+            raise Conflict(
+                f"another user has the e-mail address {email}", error_code="ERR_EMAIL_IN_USE"
+            )
+        user = await store.insert_user(
+            conn,
+            user_id=uuid.uuid4(),
+            principal_id=principal_id,
+            role=role,
+            groups=groups,
+            email=email,
+            password_hash=password_hash,
+            source="local",
+            now=now,
+        )
+        if password_hash is None:
+            await store.insert_password_token(
+                conn,
+                token_hash=_hash_token(token),
+                user_id=user.id,
+                expires_at=now + timedelta(hours=PASSWORD_LINK_HOURS),
+                now=now,
+            )
+        await uow.commit()
+    log.info(
+        "user.created",
+        principal_id=principal_id,
+        role=role.value,
+        by=caller.principal_id,
+        with_password=password_hash is not None,
+    )
+    return CreatedUser(user, None if password_hash else password_link(ctx, token))
+
+
+async def issue_password_link(ctx: ServiceContext, caller: Principal, principal_id: str) -> str:
+    """A new one-time set-password link for a local user (admins only); earlier unused
+    links stop working."""
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    now = ctx.now()
+    token = secrets.token_urlsafe(32)
+    async with ctx.database.transaction() as uow:
+        user = await _existing(uow.connection, principal_id)
+        if user.source != "local":
+            raise Conflict(
+                f"{principal_id} signs in through single sign-on and has no password here",
+                error_code="ERR_STATE_CONFLICT",
+            )
+        await store.retire_password_tokens(uow.connection, user.id, now)
+        await store.insert_password_token(
+            uow.connection,
+            token_hash=_hash_token(token),
+            user_id=user.id,
+            expires_at=now + timedelta(hours=PASSWORD_LINK_HOURS),
+            now=now,
+        )
+        await uow.commit()
+    log.info("user.password_link", principal_id=principal_id, by=caller.principal_id)
+    return password_link(ctx, token)
+
+
+async def _existing(conn: Any, principal_id: str) -> User:
+    user = await store.find_user(conn, principal_id)
+    if user is None:
+        raise NotFound(f"no user {principal_id}", error_code="ERR_USER_NOT_FOUND")
+    return user
+
+
+async def list_users(ctx: ServiceContext, caller: Principal) -> list[User]:
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    async with ctx.database.transaction(write=False) as uow:
+        return await store.list_users(uow.connection)
+
+
+async def update_user(
+    ctx: ServiceContext,
+    caller: Principal,
+    principal_id: str,
+    *,
+    disabled: bool | None = None,
+    role: Role | None = None,
+    groups: list[str] | None = None,
+    email: str | None = None,
+) -> User:
+    """Change a user (admins only). Disabling ends every session of the user at once;
+    changing the role or groups applies from the user's next request."""
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        user = await _existing(conn, principal_id)
+        _check_identity(
+            principal_id,
+            role or user.role,
+            list(groups if groups is not None else user.groups),
+            email if email is not None else user.email,
+        )
+        values: dict[str, Any] = {"updated_at": now}
+        if role is not None:
+            values["role"] = role.value
+        if groups is not None:
+            values["groups"] = groups
+        if email is not None:
+            if await store.email_in_use(conn, email, other_than=principal_id):
+                raise Conflict(
+                    f"another user has the e-mail address {email}", error_code="ERR_EMAIL_IN_USE"
+                )
+            values["email"] = email
+        if disabled is True and user.disabled_at is None:
+            values["disabled_at"] = now
+        elif disabled is False:
+            values["disabled_at"] = None
+        updated = await store.update_user(conn, user.id, **values)
+        ended = 0
+        if disabled:
+            ended = await store.delete_user_sessions(conn, user.id)
+            await store.retire_password_tokens(conn, user.id, now)
+        await uow.commit()
+    log.info(
+        "user.updated",
+        principal_id=principal_id,
+        by=caller.principal_id,
+        changed=sorted(k for k in values if k != "updated_at"),
+        sessions_ended=ended,
+    )
+    return updated
+
+
+# Set-password links -------------------------------------------------------------------
+
+
+async def check_password_token(ctx: ServiceContext, token: str) -> User:
+    """The user a set-password link is for.
+
+    Raises:
+        NotFound: 404 ``ERR_LINK_INVALID`` for an unknown, used or expired link.
+    """
+    async with ctx.database.transaction(write=False) as uow:
+        return await _link_user(uow.connection, token, ctx.now())
+
+
+async def _link_user(conn: Any, token: str, now: datetime) -> User:
+    row = await store.find_password_token(conn, _hash_token(token))
+    user = await store.find_user_by_id(conn, row.user_id) if row is not None else None
+    if row is None or user is None:
+        raise NotFound(
+            "this set-password link is not valid; ask an administrator for a new one",
+            error_code="ERR_LINK_INVALID",
+        )
+    if row.used_at is not None:
+        raise NotFound(
+            "this set-password link was used already; sign in, or ask an administrator "
+            "for a new link",
+            error_code="ERR_LINK_INVALID",
+        )
+    if row.expires_at <= now or user.disabled_at is not None:
+        raise NotFound(
+            "this set-password link has expired (links are valid for 24 hours); ask an "
+            "administrator for a new one",
+            error_code="ERR_LINK_INVALID",
+        )
+    return user
+
+
+async def set_password_with_token(ctx: ServiceContext, token: str, password: str) -> User:
+    """Set the password a one-time link is for; the link then stops working, and every
+    existing session of the user ends."""
+    check_password_rules(password)
+    password_hash = await asyncio.to_thread(hash_password, password)
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        user = await _link_user(conn, token, now)
+        if not await store.use_password_token(conn, _hash_token(token), now):
+            raise NotFound("this set-password link was used already", error_code="ERR_LINK_INVALID")
+        await store.retire_password_tokens(conn, user.id, now)
+        updated = await store.update_user(
+            conn, user.id, password_hash=password_hash, updated_at=now
+        )
+        await store.delete_user_sessions(conn, user.id)
+        await uow.commit()
+    log.info("user.password_set", principal_id=user.principal_id)
+    return updated
+
+
+async def set_password(
+    ctx: ServiceContext, caller: Principal, principal_id: str, password: str
+) -> User:
+    """Set a local user's password directly (admins only: ``create-user --password-stdin``)."""
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    check_password_rules(password)
+    password_hash = await asyncio.to_thread(hash_password, password)
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        user = await _existing(uow.connection, principal_id)
+        updated = await store.update_user(
+            uow.connection, user.id, password_hash=password_hash, updated_at=now
+        )
+        await store.retire_password_tokens(uow.connection, user.id, now)
+        await store.delete_user_sessions(uow.connection, user.id)
+        await uow.commit()
+    return updated
+
+
+# Signing in -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignedInSession:
+    """A live console session: the id for the cookie (never stored), and its user."""
+
+    session_id: str
+    user: User
+
+
+def _scopes(username: str, address: str | None) -> list[str]:
+    scopes = [f"account:{username.strip().lower()}"]
+    if address:
+        scopes.append(f"address:{address}")
+    return scopes
+
+
+async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: datetime) -> None:
+    window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+    for scope in scopes:
+        count, oldest = await store.failures_since(conn, scope, now - window)
+        limit = (
+            ctx.settings.login_max_failures
+            if scope.startswith("account:")
+            else ctx.settings.login_max_failures_per_address
+        )
+        if count >= limit and oldest is not None:
+            retry_at = oldest + window
+            wait = max(1, int((retry_at - now).total_seconds()) + 1)
+            what = "this account" if scope.startswith("account:") else "this address"
+            raise TooManyRequests(
+                f"too many failed sign-ins for {what}; try again in "
+                f"{_minutes(wait)} (at {retry_at.strftime('%H:%M')} UTC)",
+                error_code="ERR_TOO_MANY_ATTEMPTS",
+                extra={"retry_after": wait},
+            )
+
+
+def _minutes(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds} seconds"
+    minutes = (seconds + 59) // 60
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+async def sign_in(
+    ctx: ServiceContext, username: str, password: str, *, address: str | None
+) -> SignedInSession:
+    """Check a local password and open a session.
+
+    Raises:
+        TooManyRequests: 429 ``ERR_TOO_MANY_ATTEMPTS`` past the failure limit.
+        Unauthenticated: 401 ``ERR_BAD_CREDENTIALS`` (unknown user or wrong password: the
+            same answer, after the same Argon2 work).
+        Forbidden: 403 ``ERR_USER_DISABLED`` (only said once the password was right).
+    """
+    username = username.strip()
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        user = await store.find_user_for_login(uow.connection, username) if username else None
+        scopes = _scopes(user.principal_id if user else username, address)
+        await _throttle(ctx, uow.connection, scopes, now)
+    good = await asyncio.to_thread(
+        _verify, user.password_hash if user and user.source == "local" else None, password
+    )
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        if not good or user is None:
+            await _throttle(ctx, conn, scopes, now)  # a parallel guess may have tipped it
+            window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+            await store.forget_failures(conn, scopes, before=now - window)
+            for scope in scopes:
+                await store.record_failure(conn, scope, now)
+            await uow.commit()
+            log.info("user.sign_in_failed", username=username[:100], address=address)
+            raise Unauthenticated(
+                "the username or password is not right", error_code="ERR_BAD_CREDENTIALS"
+            )
+        if user.disabled_at is not None:
+            raise Forbidden(
+                "this account is disabled; ask an administrator", error_code="ERR_USER_DISABLED"
+            )
+        await store.forget_failures(conn, scopes[:1])
+        session = await _open_session(ctx, conn, user, now)
+        await uow.commit()
+    log.info("user.signed_in", principal_id=user.principal_id, method="password")
+    return session
+
+
+async def _open_session(
+    ctx: ServiceContext, conn: Any, user: User, now: datetime
+) -> SignedInSession:
+    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
+    longest = timedelta(seconds=ctx.settings.session_max_seconds)
+    await store.delete_stale_sessions(conn, idle_before=now - idle, created_before=now - longest)
+    session_id = secrets.token_urlsafe(32)
+    await store.insert_session(conn, id_hash=_hash_token(session_id), user_id=user.id, now=now)
+    return SignedInSession(session_id, user)
+
+
+async def sign_in_oidc(
+    ctx: ServiceContext, *, principal_id: str, email: str | None, groups: list[str], role: Role
+) -> SignedInSession:
+    """Open a session for someone the identity provider vouched for. Their user row is
+    created or brought up to date (role, groups, e-mail come from the provider).
+
+    Raises:
+        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when a local
+            account has this principal id (single sign-on never takes one over).
+    """
+    groups = [g for g in groups if g and not any(c.isspace() or c == "," for c in g)]
+    _check_identity(principal_id, role, groups, email)
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        user = await store.find_user(conn, principal_id)
+        if user is None:
+            user = await store.insert_user(
+                conn,
+                user_id=uuid.uuid4(),
+                principal_id=principal_id,
+                role=role,
+                groups=groups,
+                email=email,
+                password_hash=None,
+                source="oidc",
+                now=now,
+            )
+        elif user.source != "oidc":
+            raise Forbidden(
+                f"a local account named {principal_id} exists; sign in with its password, "
+                "or ask an administrator",
+                error_code="ERR_ACCOUNT_IS_LOCAL",
+            )
+        elif user.disabled_at is not None:
+            raise Forbidden(
+                "this account is disabled; ask an administrator", error_code="ERR_USER_DISABLED"
+            )
+        else:
+            user = await store.update_user(
+                conn, user.id, role=role.value, groups=groups, email=email, updated_at=now
+            )
+        session = await _open_session(ctx, conn, user, now)
+        await uow.commit()
+    log.info("user.signed_in", principal_id=principal_id, method="oidc", role=role.value)
+    return session
+
+
+async def resume_session(ctx: ServiceContext, session_id: str) -> User | None:
+    """The user of a live session, or ``None`` when the session is unknown, ended,
+    idle too long, too old, or its user is disabled (the session is then removed)."""
+    id_hash = _hash_token(session_id)
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        found = await store.find_session(uow.connection, id_hash)
+    if found is None:
+        return None
+    row, user = found
+    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
+    longest = timedelta(seconds=ctx.settings.session_max_seconds)
+    live = (
+        user.disabled_at is None
+        and now - row.last_seen_at < idle
+        and now - row.created_at < longest
+    )
+    if live and now - row.last_seen_at < timedelta(seconds=SESSION_TOUCH_SECONDS):
+        return user
+    async with ctx.database.transaction() as uow:
+        if live:
+            await store.touch_session(uow.connection, id_hash, now)
+        else:
+            await store.delete_session(uow.connection, id_hash)
+        await uow.commit()
+    return user if live else None
+
+
+async def sign_out(ctx: ServiceContext, session_id: str) -> None:
+    async with ctx.database.transaction() as uow:
+        await store.delete_session(uow.connection, _hash_token(session_id))
+        await uow.commit()
+
+
+def principal_of(user: User) -> Principal:
+    return user.principal

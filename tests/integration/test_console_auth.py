@@ -1,0 +1,142 @@
+"""Console sign-in over HTTP: users, sessions, CSRF, throttling, disabling."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from signoff.domain.clock import ManualClock
+from tests.support import LiveServer
+
+PASSWORD = "correct horse battery"
+
+
+def _create_user(server: LiveServer, principal_id: str = "ann", **extra: object) -> dict:
+    body = {
+        "principal_id": principal_id,
+        "role": "reviewer",
+        "email": f"{principal_id}@example.com",
+    }
+    body.update(extra)
+    with server.admin() as admin:
+        response = admin.post("/users", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, html
+    return match.group(1)
+
+
+def _browser(server: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=server.base_url, follow_redirects=False, timeout=30)
+
+
+def _sign_in(
+    browser: httpx.Client, username: str, password: str, next_path: str = ""
+) -> httpx.Response:
+    page = browser.get("/console/login" + (f"?next={next_path}" if next_path else ""))
+    assert page.status_code == 200
+    form = {"username": username, "password": password, "csrf": _csrf(page.text)}
+    if next_path:
+        form["next"] = next_path
+    return browser.post("/console/login", data=form)
+
+
+def test_a_user_sets_a_password_through_the_link_and_signs_in(server: LiveServer) -> None:
+    created = _create_user(server)
+    assert created["has_password"] is False
+    link = created["set_password_link"]
+    path = link[link.index("/console/") :]
+    with _browser(server) as browser:
+        page = browser.get(path)
+        assert page.status_code == 200
+        assert "ann" in page.text
+        response = browser.post(
+            path, data={"csrf": _csrf(page.text), "password": PASSWORD, "password_again": PASSWORD}
+        )
+        assert response.status_code == 303
+        assert response.headers["location"] == "/console/login?notice=password_set"
+        again = browser.get(path)
+        assert again.status_code == 404
+        assert "used already" in again.text
+        signed_in = _sign_in(browser, "ann@example.com", PASSWORD, "/console/tasks/x")
+        assert signed_in.status_code == 303
+        assert signed_in.headers["location"] == "/console/tasks/x"
+        cookie = signed_in.headers["set-cookie"]
+        assert "HttpOnly" in cookie
+        assert "samesite=lax" in cookie.lower()
+
+
+def test_wrong_password_then_throttled(server: LiveServer) -> None:
+    _create_user(server, password=PASSWORD)
+    with _browser(server) as browser:
+        for _ in range(5):
+            response = _sign_in(browser, "ann", "wrong password!")
+            assert response.status_code == 401
+            assert "username or password is not right" in response.text
+        throttled = _sign_in(browser, "ann", PASSWORD)
+        assert throttled.status_code == 429
+        assert int(throttled.headers["retry-after"]) > 0
+        assert "try again in" in throttled.text
+        server.clock.advance(16 * 60)
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+
+
+def test_pages_need_a_session_and_htmx_gets_401(server: LiveServer) -> None:
+    with _browser(server) as browser:
+        response = browser.get("/console/logout")  # GET is not a route; POST needs a session
+        response = browser.post("/console/logout", data={})
+        assert response.status_code == 303
+        assert response.headers["location"] == "/console/login?next=/console/logout"
+        fragment = browser.post("/console/logout", headers={"HX-Request": "true"})
+        assert fragment.status_code == 401
+        assert fragment.headers["hx-redirect"].startswith("/console/login")
+
+
+def test_disabling_ends_the_session_at_once_and_logout_needs_csrf(server: LiveServer) -> None:
+    _create_user(server, password=PASSWORD)
+    with _browser(server) as browser:
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+        # Signed in: the login page sends on to the inbox.
+        assert browser.get("/console/login").headers["location"] == "/console"
+        assert browser.post("/console/logout", data={"csrf": "forged"}).status_code == 403
+        with server.admin() as admin:
+            response = admin.patch("/users/ann", json={"disabled": True})
+        assert response.status_code == 200
+        assert response.json()["disabled"] is True
+        assert browser.get("/console/login").status_code == 200  # no longer signed in
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 403
+
+
+def test_idle_and_absolute_lifetimes(server: LiveServer) -> None:
+    clock: ManualClock = server.clock
+    _create_user(server, password=PASSWORD)
+    with _browser(server) as browser:
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+        for _ in range(24):  # active every 29 minutes: the idle limit never bites...
+            clock.advance(29 * 60)
+            assert browser.get("/console/login").status_code == 303
+        clock.advance(29 * 60)  # ... but 12 hours after sign-in it is over
+        assert browser.get("/console/login").status_code == 200
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+        clock.advance(31 * 60)
+        assert browser.get("/console/login").status_code == 200
+
+
+def test_users_api_is_for_admins(server: LiveServer) -> None:
+    _create_user(server)
+    with server.new_client("reviewer") as reviewer:
+        assert reviewer.get("/users").status_code == 403
+    with server.admin() as admin:
+        listed = admin.get("/users").json()["items"]
+        assert [u["principal_id"] for u in listed] == ["ann"]
+        assert "password_hash" not in listed[0]
+        assert (
+            admin.post("/users", json={"principal_id": "ann", "role": "reviewer"}).status_code
+            == 409
+        )
+        assert admin.post("/users/nobody/disable").status_code == 404

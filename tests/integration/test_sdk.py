@@ -1,0 +1,200 @@
+"""The Python SDK against a real Signoff (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from signoff.client import (
+    ApprovalNotValid,
+    Forbidden,
+    NotFound,
+    Signoff,
+    StaleRevision,
+    Task,
+    TaskConflict,
+    digest,
+)
+from tests.support import LiveServer
+
+
+@pytest.fixture
+def sdk(server: LiveServer) -> Iterator[Any]:
+    opened: list[Signoff] = []
+
+    def make(role: str) -> Signoff:
+        key = server.new_client(role).key
+        assert key is not None
+        client = Signoff(server.base_url, key, backoff=0)
+        opened.append(client)
+        return client
+
+    yield make
+    for client in opened:
+        client.close()
+
+
+def article(figure: str = "12%") -> dict[str, Any]:
+    return {
+        "title": "Central bank holds rates",
+        "body": f"Inflation stood at {figure} in November.",
+        "figures": {"inflation": figure},
+        "actions": [{"id": "publish"}],
+    }
+
+
+def escalate(agent: Signoff, key: str, *, subject: dict[str, Any] | None = None, **kw: Any) -> Task:
+    arguments: dict[str, Any] = {
+        "key": key,
+        "entity_type": "article",
+        "entity_id": kw.pop("entity_id", key),
+        "reason_code": "EDITORIAL_REVIEW",
+        "attempted_actions": [
+            {
+                "action": "fact_check",
+                "executed_at": kw.pop("executed_at", datetime(2026, 11, 30, 9, tzinfo=UTC)),
+                "result": "one figure could not be sourced",
+            }
+        ],
+        "evaluator_verdict": {"confidence_score": 0.42, "threshold": 0.9},
+        "input_snapshot": {"title": "Central bank holds rates"},
+        "trace_id": "trace-" + key,
+        "subject": subject if subject is not None else article(),
+    }
+    return agent.escalate(**(arguments | kw))
+
+
+def approve(editor: Signoff, task_id: str, decision: str = "APPROVED") -> Task:
+    claimed = editor.claim(task_id)
+    assert claimed.lease_token
+    return editor.resolve(claimed, decision=decision, notes="checked")
+
+
+def test_an_agent_escalates_and_a_reviewer_bot_decides(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    assert task.status == "PENDING_REVIEW"
+    assert task.digest == digest(article())
+    assert task.current_revision == 1
+
+    claimed = editor.claim_next(entity_type="article")
+    assert claimed is not None
+    assert claimed.id == task.id
+    renewed = editor.renew(claimed)
+    assert renewed.version > claimed.version
+    resolved = editor.resolve(claimed, decision="APPROVED", notes="fine")
+    assert resolved.is_approved
+    assert resolved.approved_digest == digest(article())
+
+    decided = agent.wait_for_decision(task.id, timeout=5)
+    assert decided.decision == "APPROVED"
+    assert [e.type for e in agent.task_events(task.id)][-1] == "task.resolved"
+
+
+def test_wait_for_decision_wakes_when_a_person_decides(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    outcome: list[Task] = []
+    waiter = threading.Thread(
+        target=lambda: outcome.append(agent.wait_for_decision(task.id, timeout=60))
+    )
+    waiter.start()
+    approve(editor, task.id, decision="REJECTED")
+    waiter.join()
+    assert outcome[0].decision == "REJECTED"
+
+
+def test_the_same_key_never_makes_a_second_task(sdk: Any) -> None:
+    agent = sdk("producer")
+    key = f"story-{uuid.uuid4()}"
+    first = escalate(agent, key)
+    assert escalate(agent, key).id == first.id  # a replay
+    # A re-run whose attempted actions carry a fresh timestamp: the same escalation.
+    rerun = escalate(agent, key, executed_at=datetime(2026, 11, 30, 10, tzinfo=UTC))
+    assert rerun.id == first.id
+
+
+def test_another_key_for_the_same_entity_conflicts_or_adopts(sdk: Any) -> None:
+    agent = sdk("producer")
+    entity = f"a-{uuid.uuid4().hex[:8]}"
+    first = escalate(agent, f"k1-{entity}", entity_id=entity)
+    with pytest.raises(TaskConflict):
+        escalate(agent, f"k2-{entity}", entity_id=entity)
+    adopted = escalate(agent, f"k2-{entity}", entity_id=entity, on_conflict="adopt")
+    assert adopted.id == first.id
+
+
+def test_the_gate_refuses_what_changed_after_approval_until_it_is_approved_again(
+    sdk: Any,
+) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    approve(editor, task.id)
+
+    # An automated step changed a figure after the approval: the digest of what would
+    # run is computed locally, so the approval of revision 1 cannot cover it.
+    changed = article("14%")
+    with (
+        pytest.raises(ApprovalNotValid) as refused,
+        agent.execution(task.id, subject=changed, operation_id=f"publish-{task.id}"),
+    ):
+        pass
+    assert refused.value.reason == "STALE_DIGEST"
+
+    revised = agent.revise(task.id, changed, expected_revision=1)
+    assert revised.status == "PENDING_REVIEW"
+    assert revised.current_revision == 2
+    claimed = editor.claim(task.id)
+    with pytest.raises(StaleRevision):  # a decision about revision 1 is none about 2
+        editor.resolve(claimed, decision="APPROVED", revision=1, digest=digest(article()))
+    editor.release(claimed)
+    approve(editor, task.id)
+
+    operation = f"publish-{task.id}-r2"
+    published: list[str] = []
+    with agent.execution(task.id, subject=changed, operation_id=operation) as run:
+        for action in run.pending:
+            published.append(action)
+            run.complete(action, {"url": "https://news.example/rates"})
+    assert published == ["publish"]
+    assert agent.get_task(task.id).execution_status == "COMPLETED"
+
+    # The same operation again runs nothing: its stored outcome comes back.
+    with agent.execution(task.id, subject=changed, operation_id=operation) as again:
+        assert again.pending == []
+        assert again.completed
+
+
+def test_an_undecided_task_does_not_pass_the_gate(sdk: Any) -> None:
+    agent = sdk("producer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    with (
+        pytest.raises(ApprovalNotValid),
+        agent.execution(task.id, subject=article(), operation_id="op"),
+    ):
+        pass
+
+
+def test_list_tasks_iterates_over_every_page(sdk: Any) -> None:
+    agent = sdk("producer")
+    entity_type = f"doc-{uuid.uuid4().hex[:8]}"
+    made = [escalate(agent, f"{entity_type}-{n}", entity_type=entity_type).id for n in range(5)]
+    listed = [t.id for t in agent.list_tasks(entity_type=entity_type, page_size=2)]
+    assert sorted(listed) == sorted(made)  # oldest first; the test clock stands still
+
+
+def test_refusals_are_typed(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    with pytest.raises(NotFound) as missing:
+        agent.get_task(str(uuid.uuid4()))
+    assert missing.value.error_code == "ERR_TASK_NOT_FOUND"
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    with pytest.raises(Forbidden):
+        agent.claim(task.id)
+    with pytest.raises(Forbidden):  # only producers revise
+        editor.revise(task.id, article("1%"), expected_revision=1)
