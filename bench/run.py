@@ -25,16 +25,26 @@ Results: ``--out`` (JSON) and a Markdown table on stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import fresh_pg_database, machine, pg_url, psql, signoff_serve
+from bench.common import (
+    Service,
+    fresh_pg_database,
+    machine,
+    pg_url,
+    pgbouncer,
+    psql,
+    signoff_serve,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "example-escalation.json"
@@ -177,59 +187,98 @@ def count(database: str, sql: str) -> int:
 
 
 def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    with contextlib.ExitStack() as stack:
+        db = stack.enter_context(fresh_pg_database("signoff_bench_run"))
+        env: dict[str, str] = {}
+        url_for_service = pg_url(db)
+        if args.pgbouncer:
+            url_for_service = stack.enter_context(pgbouncer(db))
+            env = {"SIGNOFF_PGBOUNCER": "true", "SIGNOFF_LISTEN_DATABASE_URL": pg_url(db)}
+        if args.redis:
+            env["SIGNOFF_REDIS_URL"] = args.redis
+        service = stack.enter_context(signoff_serve(url_for_service, env=env))
+        _run_pg_workloads(args, results, db, service)
+
+
+def _run_pg_workloads(
+    args: argparse.Namespace, results: dict[str, Any], db: str, service: Service
+) -> None:
     seconds, wanted = args.seconds, set(args.only)
-    with fresh_pg_database("signoff_bench_run") as db, signoff_serve(pg_url(db)) as service:
-        producer = service.key("producer", "bench-bot")
-        reviewers = [
-            f"bench-reviewer-{n}={service.key('reviewer', f'bench-reviewer-{n}')}"
-            for n in range(16)
-        ]
-        url = service.base_url
-        wrk(url, "escalate.lua", producer, "new", connections=4, seconds=2)  # warm-up
-        if "w1" in wanted or "w3" in wanted:
-            w1 = wrk(url, "escalate.lua", producer, "new", connections=16, seconds=seconds)
-            row = pgbench(db, pgbench_insert_row(), clients=16, seconds=seconds)
-            results["w1"] = {"http": w1, "pgbench_row": row}
-            results["w1"]["ratio"] = round(w1["rate_per_s"] / row["rate_per_s"], 3)
-            half = w1["rate_per_s"] / 2
-            delay = max(1, int(16 * 1000 / half - w1["p50_ms"]))
-            results["w1"]["half_load"] = wrk(
-                url, "escalate.lua", producer, "new", str(delay), connections=16, seconds=seconds
+    producer = service.key("producer", "bench-bot")
+    reviewers = [
+        f"bench-reviewer-{n}={service.key('reviewer', f'bench-reviewer-{n}')}" for n in range(16)
+    ]
+    url = service.base_url
+    wrk(url, "escalate.lua", producer, "new", connections=4, seconds=2)  # warm-up
+    if "w1" in wanted or "w3" in wanted:
+        profiler = None
+        if args.profile:
+            py_spy = str(Path(sys.executable).parent / "py-spy")
+            profiler = subprocess.Popen(
+                [
+                    py_spy,
+                    "record",
+                    "--subprocesses",
+                    "--pid",
+                    str(service.process.pid),
+                    "--rate",
+                    "100",
+                    "--duration",
+                    str(seconds),
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(args.profile),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-            print(json.dumps({"w1": results["w1"]}), flush=True)
-        if "w3" in wanted:
-            tasks = "SELECT count(*) FROM review_tasks"
-            keys = "SELECT count(*) FROM idempotency_keys"
-            before = count(db, tasks), count(db, keys)
-            w3 = wrk(url, "escalate.lua", producer, "storm", connections=16, seconds=seconds)
-            w3["tasks_added"] = count(db, tasks) - before[0]
-            # Every task has exactly one idempotency key; replays and refused escalations
-            # add none. (wrk stops counting responses at the deadline, so ``created`` may
-            # miss the last in-flight requests: compare with keys, not with it.)
-            w3["extra_tasks"] = w3["tasks_added"] - (count(db, keys) - before[1])
-            w3["ratio_to_w1"] = round(w3["rate_per_s"] / results["w1"]["http"]["rate_per_s"], 3)
-            results["w3"] = w3
-            print(json.dumps({"w3": w3}), flush=True)
-        if "w2" in wanted:
-            psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
-            seed_tasks(db, args.cycle_tasks, "bench-bot")
-            cycle = wrk(url, "cycle.lua", *reviewers, connections=16, seconds=seconds)
-            doubles = count(
-                db,
-                "SELECT count(*) FROM (SELECT task_id FROM task_events WHERE"
-                " event_type = 'task.claimed' GROUP BY task_id HAVING count(*) > 1) AS d",
-            )
-            cycle["double_claims"] = doubles
-            cycle["cycles_per_s"] = round(cycle["resolves"] / (cycle["duration_us"] / 1e6), 1)
-            psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
-            seed_tasks(db, args.cycle_tasks * 4, "bench-bot")
-            bench = pgbench(db, PGBENCH_CYCLE, clients=16, seconds=seconds)
-            results["w2"] = {
-                "http": cycle,
-                "pgbench_cycle": bench,
-                "ratio": round(cycle["cycles_per_s"] / bench["rate_per_s"], 3),
-            }
-            print(json.dumps({"w2": results["w2"]}), flush=True)
+        w1 = wrk(url, "escalate.lua", producer, "new", connections=16, seconds=seconds)
+        if profiler is not None:
+            profiler.wait(timeout=120)
+            results["profile"] = profile_summary(args.profile)
+        row = pgbench(db, pgbench_insert_row(), clients=16, seconds=seconds)
+        results["w1"] = {"http": w1, "pgbench_row": row}
+        results["w1"]["ratio"] = round(w1["rate_per_s"] / row["rate_per_s"], 3)
+        half = w1["rate_per_s"] / 2
+        delay = max(1, int(16 * 1000 / half - w1["p50_ms"]))
+        results["w1"]["half_load"] = wrk(
+            url, "escalate.lua", producer, "new", str(delay), connections=16, seconds=seconds
+        )
+        print(json.dumps({"w1": results["w1"]}), flush=True)
+    if "w3" in wanted:
+        tasks = "SELECT count(*) FROM review_tasks"
+        keys = "SELECT count(*) FROM idempotency_keys"
+        before = count(db, tasks), count(db, keys)
+        w3 = wrk(url, "escalate.lua", producer, "storm", connections=16, seconds=seconds)
+        w3["tasks_added"] = count(db, tasks) - before[0]
+        # Every task has exactly one idempotency key; replays and refused escalations
+        # add none. (wrk stops counting responses at the deadline, so ``created`` may
+        # miss the last in-flight requests: compare with keys, not with it.)
+        w3["extra_tasks"] = w3["tasks_added"] - (count(db, keys) - before[1])
+        w3["ratio_to_w1"] = round(w3["rate_per_s"] / results["w1"]["http"]["rate_per_s"], 3)
+        results["w3"] = w3
+        print(json.dumps({"w3": w3}), flush=True)
+    if "w2" in wanted:
+        psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
+        seed_tasks(db, args.cycle_tasks, "bench-bot")
+        cycle = wrk(url, "cycle.lua", *reviewers, connections=16, seconds=seconds)
+        doubles = count(
+            db,
+            "SELECT count(*) FROM (SELECT task_id FROM task_events WHERE"
+            " event_type = 'task.claimed' GROUP BY task_id HAVING count(*) > 1) AS d",
+        )
+        cycle["double_claims"] = doubles
+        cycle["cycles_per_s"] = round(cycle["resolves"] / (cycle["duration_us"] / 1e6), 1)
+        psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
+        seed_tasks(db, args.cycle_tasks * 4, "bench-bot")
+        bench = pgbench(db, PGBENCH_CYCLE, clients=16, seconds=seconds)
+        results["w2"] = {
+            "http": cycle,
+            "pgbench_cycle": bench,
+            "ratio": round(cycle["cycles_per_s"] / bench["rate_per_s"], 3),
+        }
+        print(json.dumps({"w2": results["w2"]}), flush=True)
 
 
 def run_sqlite(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -240,6 +289,50 @@ def run_sqlite(args: argparse.Namespace, results: dict[str, Any]) -> None:
             service.base_url, "escalate.lua", producer, "new", connections=4, seconds=args.seconds
         )
         print(json.dumps({"sqlite": results["sqlite"]}), flush=True)
+
+
+#: Where a sample's running frame (the leaf) belongs, first match wins.
+CATEGORIES = [
+    ("asyncpg", ("asyncpg",)),
+    ("SQLAlchemy", ("sqlalchemy",)),
+    ("uvicorn / httptools / uvloop", ("uvicorn", "httptools", "uvloop")),
+    ("FastAPI / Starlette / pydantic", ("fastapi", "starlette", "pydantic")),
+    ("jsonschema (contract)", ("jsonschema", "referencing", "rfc3339_validator")),
+    ("rfc8785 (hashes)", ("rfc8785",)),
+    ("JSON (json, orjson)", ("json/", "orjson")),
+    ("logging (structlog)", ("structlog", "logging/")),
+    ("prometheus_client", ("prometheus_client",)),
+    ("Signoff", ("signoff/",)),
+    ("asyncio", ("asyncio/",)),
+]
+
+
+def profile_summary(path: Path) -> dict[str, Any]:
+    """Share of busy samples by the module of the frame actually running, from py-spy's
+    raw (collapsed) output; idle samples (the event loop waiting) are left out."""
+    leaf: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    busy = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        frames = stack.split(";")
+        if any(idle in frames[-1] for idle in ("select (", "epoll", "_run_once", "poll (")):
+            continue
+        busy += int(n)
+        name = next((c for c, keys in CATEGORIES if any(k in frames[-1] for k in keys)), "other")
+        leaf[name] = leaf.get(name, 0) + int(n)
+        for c, keys in CATEGORIES:
+            if any(any(k in f for k in keys) for f in frames):
+                inclusive[c] = inclusive.get(c, 0) + int(n)
+    return {
+        "busy_samples": busy,
+        "leaf_share": {k: round(v / busy, 3) for k, v in sorted(leaf.items(), key=lambda x: -x[1])},
+        "inclusive_share": {
+            k: round(v / busy, 3) for k, v in sorted(inclusive.items(), key=lambda x: -x[1])
+        },
+    }
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -287,9 +380,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--only", nargs="+", default=["w1", "w2", "w3", "sqlite"])
     parser.add_argument("--cycle-tasks", type=int, default=60_000)
+    parser.add_argument("--pgbouncer", action="store_true", help="serve through PgBouncer")
+    parser.add_argument("--redis", help="SIGNOFF_REDIS_URL for the service (storm shield)")
+    parser.add_argument("--profile", type=Path, help="py-spy (raw) of the server during W1")
     parser.add_argument("--out", type=Path, default=Path("/tmp/signoff-bench/run.json"))
     args = parser.parse_args()
-    results: dict[str, Any] = {"meta": machine() | {"workers": os.environ.get("BENCH_WORKERS")}}
+    results: dict[str, Any] = {
+        "meta": machine()
+        | {
+            "workers": os.environ.get("BENCH_WORKERS"),
+            "pgbouncer": args.pgbouncer,
+            "redis": args.redis,
+        }
+    }
     started = time.monotonic()
     if set(args.only) & {"w1", "w2", "w3"}:
         run_pg(args, results)

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     ``database_url`` goes through a transaction pooler. Default: ``database_url``."""
     access_log: bool = False
     """uvicorn's per-request access log (state changes are logged regardless)."""
+    redis_url: str | None = None
+    """Redis for the storm shield (duplicate escalations in flight wait for the first and
+    replay it); unset: off. The database stays the final word either way."""
+    storm_shield_wait_seconds: float = Field(default=1.0, ge=0, le=10)
     api_key_cache: bool = True
     """Cache verified API keys in the process; revocations reach every replica at once
     (``NOTIFY`` on PostgreSQL; on SQLite only this process, so keep one process per file)."""

@@ -52,8 +52,11 @@ def test_a_principal_holds_at_most_the_limit_of_live_leases(make_settings, clock
         tasks = [_new_task(server) for _ in range(4)]
         with server.new_client("reviewer", "alice") as alice, server.new_client("reviewer") as bob:
             assert alice.claim(tasks[0]).status_code == 200
-            assert alice.post("/tasks/claim-next").status_code == 200  # tasks[1]
-            for refused in (alice.claim(tasks[2]), alice.post("/tasks/claim-next")):
+            taken = alice.post("/tasks/claim-next")
+            assert taken.status_code == 200
+            # (Tasks escalated at one instant come out of claim-next in id order.)
+            free = [t for t in tasks[1:] if t != taken.json()["id"]]
+            for refused in (alice.claim(free[0]), alice.post("/tasks/claim-next")):
                 assert refused.status_code == 409
                 problem = refused.json()
                 assert problem["error_code"] == "ERR_CLAIM_LIMIT"
@@ -61,10 +64,10 @@ def test_a_principal_holds_at_most_the_limit_of_live_leases(make_settings, clock
                 assert "2" in problem["detail"]
             # Re-claiming one's own task is not a new lease; others are not limited by alice.
             assert alice.claim(tasks[0]).status_code == 200
-            assert bob.claim(tasks[2]).status_code == 200
+            assert bob.claim(free[0]).status_code == 200
             # Lapsed leases do not count.
             clock.advance(server.settings.lease_seconds)
-            assert alice.claim(tasks[3]).status_code == 200
+            assert alice.claim(free[1]).status_code == 200
             assert alice.post("/tasks/claim-next").status_code == 200
 
 
@@ -114,6 +117,7 @@ def test_outbox_events_carry_the_task_as_the_api_shows_it(server: LiveServer) ->
                 source_revisions=["S01:r7"],
                 summary=SUMMARY,
                 approval_ttl_seconds=600,
+                metadata={"ticket": "T-1", "attempt": 3},
             )
         )
     assert created.status_code == 201, created.text
@@ -131,7 +135,21 @@ def test_outbox_events_carry_the_task_as_the_api_shows_it(server: LiveServer) ->
         e["event_type"]: e["payload"]
         for e in server.rows("outbox_events", task_id=uuid.UUID(task_id))
     }
-    assert events["task.claimed"]["data"] == grant
-    assert events["task.resolved"]["data"] == resolved.json()
+    # Events carry the producer's metadata, which a supervisor's responses do not show.
+    metadata = {"metadata": {"ticket": "T-1", "attempt": 3}}
+    assert events["task.claimed"]["data"] == grant | metadata
+    assert events["task.resolved"]["data"] == resolved.json() | metadata
     assert events["task.resolved"]["data"]["approval_expires_at"] is not None
     assert events["task.claimed"]["type"] == "task.claimed"
+
+
+def test_request_latency_is_measured_per_route(server: LiveServer) -> None:
+    task_id = _new_task(server)
+    with server.new_client("reviewer", "alice") as alice:
+        assert alice.claim(task_id).status_code == 200
+    with server.admin() as admin:
+        metrics = admin.get("/metrics").text
+    for route in ("/tasks/escalate", "/tasks/{task_id}/claim"):
+        line = f'signoff_http_request_duration_seconds_count{{method="POST",route="{route}"}}'
+        assert line in metrics
+    assert task_id not in metrics  # ids never become labels

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from signoff import __version__
+from signoff.api.latency import LatencyMiddleware
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.api.routes import users as user_routes
@@ -46,7 +47,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             pgbouncer=settings.pgbouncer,
             listen_url=settings.listen_database_url,
         )
-        context = ServiceContext(database=database, settings=settings, clock=clock)
+        shield = None
+        if settings.redis_url:
+            from signoff.services.shield import StormShield
+
+            shield = StormShield(
+                settings.redis_url, wait_seconds=settings.storm_shield_wait_seconds
+            )
+        context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
@@ -60,10 +68,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             stop.set()
             if worker is not None:
                 await worker  # drains the attempts in flight
+            if shield is not None:
+                await shield.close()
             await database.dispose()
 
     app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     install_problem_handlers(app)
+    app.add_middleware(LatencyMiddleware)
     app.openapi = lambda: _openapi_with_problems(app)  # type: ignore[method-assign]
     app.include_router(admin.router)
     app.include_router(tasks.router)

@@ -105,6 +105,28 @@ async def escalate(
     producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
+    if ctx.shield is None:
+        return await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+    entity = (request.entity_type, request.entity_id)
+    async with ctx.shield.escalation(
+        principal.principal_id, request.idempotency_key, request.fingerprint, entity
+    ) as guard:
+        if guard.replay is not None:
+            return EscalationOutcome(guard.replay.status_code, guard.replay.body, replayed=True)
+        outcome = await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+        await guard.committed(outcome.status_code, outcome.body)
+        return outcome
+
+
+async def _escalate(
+    ctx: ServiceContext,
+    principal: Principal,
+    request: EscalationRequest,
+    producer_fields: ProducerFields,
+    proposal: SubjectInput | None,
+    waiting: WaitingInput,
+) -> EscalationOutcome:
+    step = transition(Action.ESCALATE)
     now = ctx.now()
     if (
         ctx.database.dialect == "postgresql"
