@@ -191,6 +191,11 @@ def serve(
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        if not settings.secret_key:
+            # Console sessions and form tokens are signed: every process needs one key.
+            import secrets
+
+            os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
         uvicorn.run(
             "signoff.cli:server_process_app",
             factory=True,
@@ -414,6 +419,19 @@ def worker(database_url: DatabaseOption = None) -> None:
     typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
     sys.stdout.flush()
     asyncio.run(run())
+
+
+@app.command("mcp")
+def mcp_server() -> None:
+    """Serve Signoff's review tools to agents over MCP on stdio (needs signoff[mcp]):
+    request_human_review, get_review, wait_for_decision, against SIGNOFF_URL with the
+    producer key in SIGNOFF_API_KEY."""
+    try:
+        from signoff.integrations.mcp import main as serve_mcp
+    except ImportError as missing:
+        hint = f"signoff mcp needs the mcp extra: pip install 'signoff[mcp]' ({missing})"
+        raise SystemExit(hint) from missing
+    serve_mcp()
 
 
 def main(argv: list[str] | None = None) -> None:

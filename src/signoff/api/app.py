@@ -14,6 +14,7 @@ from signoff import __version__
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
+from signoff.api.routes import supervision as supervision_routes
 from signoff.api.routes import users as user_routes
 from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
     app.include_router(user_routes.router)
+    app.include_router(supervision_routes.router)
     install_auth(app, settings)
     install_console(app)
     return app

@@ -72,6 +72,12 @@ class Action(StrEnum):
     EXPIRE = "expire"
     CANCEL = "cancel"
     RESOLVE_BY_LINK = "resolve_by_link"
+    # Supervision: supervisors and admins step in on someone else's task.
+    FORCE_RELEASE = "force_release"
+    HAND_OVER = "hand_over"
+    WITHDRAW = "withdraw"
+    RENEW_EXECUTION = "renew_execution"
+    EXECUTION_STALLED = "execution_stalled"
 
 
 class LeaseRule(StrEnum):
@@ -131,6 +137,8 @@ def _t(
 
 P, C, R = TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED, TaskStatus.RESOLVED
 PRODUCERS = frozenset({Role.PRODUCER})
+#: Supervisors and admins: they step in on tasks others hold or cannot decide.
+OVERSEERS = frozenset({Role.SUPERVISOR, Role.ADMIN})
 SYSTEM = frozenset({Role.SYSTEM})
 
 TRANSITIONS: dict[Action, Transition] = dict(
@@ -156,7 +164,27 @@ TRANSITIONS: dict[Action, Transition] = dict(
             LeaseRule.NONE,
             "task.approval_carried_forward",
         ),
+        # Execution leases: a grant fences one executor with its own token until the lease
+        # lapses (then another execute may take it); the executor renews it; the sweeper
+        # reports a lease that lapsed without an outcome, once per lapse.
         _t(Action.EXECUTE, {R}, None, PRODUCERS, LeaseRule.NONE, "task.execution_started"),
+        _t(
+            Action.RENEW_EXECUTION,
+            {R},
+            None,
+            PRODUCERS,
+            LeaseRule.NONE,
+            "task.execution_renewed",
+            publish=False,
+        ),
+        _t(
+            Action.EXECUTION_STALLED,
+            {R},
+            None,
+            SYSTEM,
+            LeaseRule.NONE,
+            "task.execution_stalled",
+        ),
         _t(Action.COMPLETE_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_completed"),
         _t(Action.FAIL_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_failed"),
         _t(Action.REVOKE_SOURCE, {P, C, R}, None, PRODUCERS, LeaseRule.NONE, "task.source_revoked"),
@@ -176,6 +204,19 @@ TRANSITIONS: dict[Action, Transition] = dict(
             REVIEWERS,
             LeaseRule.CLAIMABLE_OR_OWN,
             "task.resolved",
+        ),
+        # Supervision. A force release ends the holder's lease (their token stops working)
+        # and is published like a release; a hand-over reassigns the task to a group (a
+        # lease held ends); a withdrawal cancels it on the producer's behalf.
+        _t(Action.FORCE_RELEASE, {C}, P, OVERSEERS, LeaseRule.NONE, "task.released"),
+        _t(Action.HAND_OVER, {P, C}, P, OVERSEERS, LeaseRule.NONE, "task.reassigned"),
+        _t(
+            Action.WITHDRAW,
+            {P, C},
+            TaskStatus.CANCELLED,
+            OVERSEERS,
+            LeaseRule.NONE,
+            "task.cancelled",
         ),
     ]
 )

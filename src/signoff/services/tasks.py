@@ -25,7 +25,15 @@ from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
 from signoff.domain.producer import ProducerFields, parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
-from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
+from signoff.domain.states import (
+    Action,
+    Decision,
+    ExecutionStatus,
+    Role,
+    TaskStatus,
+    Transition,
+    transition,
+)
 from signoff.domain.tasks import (
     Principal,
     Task,
@@ -288,8 +296,7 @@ async def _escalate_in_one_statement(
             raise await _task_conflict(uow, task) from None
     if record["created"]:
         note_transition(step, task, principal)
-        ctx.database.outbox_committed.set()
-        ctx.database.changes.changed([task.id])
+        ctx.database.after_commit([task.id], wrote_outbox=True)
         return EscalationOutcome(status_code=201, body=response, replayed=False)
     if record["request_fingerprint"] is not None and record["expires_at"] > now:
         stored = StoredIdempotencyKey(
@@ -493,9 +500,7 @@ def _changed(ctx: ServiceContext, step: Transition, record: Any, principal: Prin
     and this process's dispatcher woken when an outbox event was written."""
     task = oneshot.task_from_record(record)
     note_transition(step, task, principal)
-    if step.publish:
-        ctx.database.outbox_committed.set()
-    ctx.database.changes.changed([task.id])
+    ctx.database.after_commit([task.id], wrote_outbox=step.publish)
     return task
 
 
@@ -750,11 +755,23 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
+    execution_status: ExecutionStatus | None = None,
+    claimed_by: str | None = None,
+    assigned_group: str | None = None,
 ) -> TaskPage:
-    """A page of tasks in creation order. Producers see only their own."""
+    """A page of tasks in creation order. Producers see only their own. ``claimed_by``
+    names a live claim's holder (``me``: the caller)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
-    filters = {"entity_type": entity_type, "entity_id": entity_id, "reason_code": reason_code}
+    if claimed_by == "me":
+        claimed_by = principal.principal_id
+    filters = {
+        "entity_type": entity_type,
+        "entity_id": entity_id,
+        "reason_code": reason_code,
+        "claimed_by": claimed_by,
+        "assigned_group": assigned_group,
+    }
     nul = [
         FieldError(name, "must not contain U+0000")
         for name, v in filters.items()
@@ -775,6 +792,9 @@ async def list_tasks(
             entity_id=entity_id,
             reason_code=reason_code,
             producer_id=principal.principal_id if principal.role is Role.PRODUCER else None,
+            execution_status=execution_status.value if execution_status else None,
+            claimed_by=claimed_by,
+            assigned_group=assigned_group,
         )
     page = list(tasks[:limit])
     next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None

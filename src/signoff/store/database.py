@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -93,10 +93,7 @@ class UnitOfWork:
     async def commit(self) -> None:
         await self.connection.commit()
         self._committed = True
-        if self.wrote_outbox:
-            self._database.outbox_committed.set()
-        if self.changed_tasks:
-            self._database.changes.changed(self.changed_tasks)
+        self._database.after_commit(self.changed_tasks, wrote_outbox=self.wrote_outbox)
 
 
 class Database:
@@ -113,11 +110,26 @@ class Database:
         listen = _listen_url(engine, listen_url)
         self.changes = TaskChanges(listen)
         """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
+        self.change_listeners: set[asyncio.Event] = set()
+        """Events set on every commit that changed any task, for in-process listeners of
+        every change (the console's live inbox); each clears its own."""
         self.pgbouncer = pgbouncer
         self.key_cache = KeyCache(listen)
         """Verified API keys (:mod:`signoff.store.keycache`)."""
         self._pool: asyncpg.Pool | None = None
         self._pool_lock: asyncio.Lock | None = None
+
+    def after_commit(self, task_ids: Iterable[uuid.UUID], *, wrote_outbox: bool) -> None:
+        """What a commit wakes in this process: the dispatcher (an outbox event), the
+        long-poll waiters of the changed tasks and the listeners of every change. Called
+        by :meth:`UnitOfWork.commit` and after each single-statement change."""
+        if wrote_outbox:
+            self.outbox_committed.set()
+        task_ids = tuple(task_ids)
+        if task_ids:
+            self.changes.changed(task_ids)
+            for listener in tuple(self.change_listeners):
+                listener.set()
 
     async def _raw_pool(self) -> asyncpg.Pool:
         if self._pool is None:

@@ -18,6 +18,7 @@ import structlog
 from signoff.metrics import NOTIFICATIONS
 from signoff.services import waiting
 from signoff.services.context import ServiceContext
+from signoff.workers.outage import OutageLog
 
 log = structlog.get_logger("signoff.notifier")
 
@@ -79,12 +80,15 @@ class Notifier:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = OutageLog("notifier")
         while not stop.is_set():
             try:
                 sent = await self.send_once()
-            except Exception:  # the loop must outlive a database hiccup
-                log.exception("notifier.iteration_failed")
+            except Exception as exc:  # the loop must outlive a database hiccup
+                outage.failed(exc)
                 sent = 0
+            else:
+                outage.succeeded()
             if not sent:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(

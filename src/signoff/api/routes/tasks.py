@@ -32,7 +32,7 @@ from signoff.api.schemas import (
     TaskWithViewOut,
 )
 from signoff.domain.producer import escalation_schema
-from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.states import Decision, ExecutionStatus, TaskStatus
 from signoff.domain.tasks import Principal, view_for
 from signoff.errors import FieldError, validation_error
 from signoff.services import approvals as approval_service
@@ -190,6 +190,11 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
+    execution_status: ExecutionStatus | None = None,
+    claimed_by: Annotated[
+        str | None, Query(description="A live claim's holder; `me` for the caller.")
+    ] = None,
+    assigned_group: str | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=task_service.MAX_PAGE_SIZE)] = 50,
 ) -> Response:
@@ -202,6 +207,9 @@ async def list_tasks(
         entity_type=entity_type,
         entity_id=entity_id,
         reason_code=reason_code,
+        execution_status=execution_status,
+        claimed_by=claimed_by,
+        assigned_group=assigned_group,
     )
     now = context.now()
     return json_response(
