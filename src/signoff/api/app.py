@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from signoff import __version__
+from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     install_problem_handlers(app)
-    app.add_middleware(LatencyMiddleware)
+    app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
+    app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
     app.openapi = lambda: _openapi_with_problems(app)  # type: ignore[method-assign]
     app.include_router(admin.router)
     app.include_router(tasks.router)
