@@ -38,6 +38,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
+from signoff.services import waiting as waiting_service
 from signoff.services.common import get_task, parse_task_id, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
@@ -192,6 +193,15 @@ async def revise_subject(
                 proposal.source_revisions,
             )
         await record_transition(uow, step, updated, principal, now, details)
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            # The approver and the task's group learn that the approval no longer holds,
+            # with a fresh link to the new revision.
+            targets = [f"principal:{task.operator_id}"] if task.operator_id else []
+            if updated.assigned_group:
+                targets.append(f"group:{updated.assigned_group}")
+            await waiting_service.notify(
+                uow, ctx, updated, kind="approval_invalidated", targets=targets, now=now
+            )
         await uow.commit()
     return updated
 

@@ -8,7 +8,7 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from signoff.crypto import SecretUnavailable
 from signoff.domain.messages import render_notification
 from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
+from signoff.domain.revisions import structured_diff
 from signoff.domain.states import Action, Decision, Role, TaskStatus, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.errors import (
@@ -31,6 +32,7 @@ from signoff.errors import (
 from signoff.services import approvals
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
+from signoff.store import approvals as approval_store
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
 from signoff.store.database import UnitOfWork
@@ -328,6 +330,10 @@ class LinkState:
     task: dict[str, Any] | None = None
     approver: str | None = None
     csrf: str | None = None
+    revision: dict[str, Any] | None = None
+    """The current revision of the subject (``subject``, ``source_revisions``, ``digest``)."""
+    diff: dict[str, Any] | None = None
+    """Changes since the revision the approver last viewed, when it is not the current."""
 
 
 async def _load_link(
@@ -378,7 +384,29 @@ async def view_link(ctx: ServiceContext, token: str) -> LinkState:
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
-    return _state(ctx, row, task, now)
+        state = _state(ctx, row, task, now)
+        if state.state == "open" and task.has_subject:
+            state = await _with_subject(uow, state, task, row["principal_id"])
+    return state
+
+
+async def _with_subject(uow: UnitOfWork, state: LinkState, task: Task, approver: str) -> LinkState:
+    """Add what is being decided: the current revision, and its changes since the one the
+    approver last viewed (read only: a GET records nothing)."""
+    conn = uow.connection
+    current = await approval_store.find_revision(conn, task.id, int(task.current_revision or 0))
+    seen = await approval_store.last_viewed_revision(conn, task_id=task.id, principal_id=approver)
+    diff = None
+    if current is not None and seen is not None and seen != task.current_revision:
+        before = await approval_store.find_revision(conn, task.id, seen)
+        if before is not None:
+            diff = {"from": seen, "to": task.current_revision} | structured_diff(
+                before["subject"],
+                current["subject"],
+                before["source_revisions"],
+                current["source_revisions"],
+            )
+    return replace(state, revision=current, diff=diff)
 
 
 async def decide_by_link(
@@ -389,6 +417,7 @@ async def decide_by_link(
     csrf: str | None,
     caller: Principal | None,
     revision: int | None = None,
+    notes: str | None = None,
 ) -> LinkState:
     """Claim and resolve in one step as the link's approver (seed 004's ``on_approval_callback``).
 
@@ -414,6 +443,10 @@ async def decide_by_link(
         state = _state(ctx, row, task, now)
         if state.state != "open":
             return state
+        if decision is Decision.REVISION_REQUESTED and not task.has_subject:
+            raise validation_error([FieldError("decision", "REVISION_REQUESTED needs a subject")])
+        if decision is Decision.REVISION_REQUESTED and not notes:
+            raise validation_error([FieldError("notes", "say what should change")])
         if task.has_subject and revision != task.current_revision:
             raise Conflict(
                 f"name the revision you reviewed; the current one is {task.current_revision}: "
@@ -435,6 +468,7 @@ async def decide_by_link(
             decision=decision,
             revision=task.current_revision,
             now=now,
+            notes=notes,
         )
         if resolved is None:
             current = await task_store.find_task(uow.connection, task.id)
@@ -464,6 +498,13 @@ async def decide_by_link(
         details: dict[str, Any] = {"decision": decision.value, "via": "resume_link"}
         if resolved.has_subject:
             details |= {"revision": resolved.current_revision, "digest": resolved.digest}
+            await approval_store.record_view(
+                uow.connection,
+                task_id=resolved.id,
+                principal_id=approver,
+                revision=int(resolved.current_revision or 0),
+                now=now,
+            )
         await record_transition(uow, step, resolved, actor, now, details)
         await uow.commit()
     return LinkState(

@@ -381,3 +381,16 @@ async def record_view(
         )
     )
     return previous
+
+
+async def last_viewed_revision(
+    conn: AsyncConnection, *, task_id: uuid.UUID, principal_id: str
+) -> int | None:
+    """The revision ``principal_id`` last viewed (``None``: never), without recording."""
+    return (
+        await conn.execute(
+            select(revision_views.c.revision).where(
+                revision_views.c.task_id == task_id, revision_views.c.principal_id == principal_id
+            )
+        )
+    ).scalar_one_or_none()

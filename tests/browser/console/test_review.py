@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +208,14 @@ def test_pages_pass_axe_and_work_at_375_pixels(served: Served, signed_in: Any) -
     ann.get_by_role("button", name="Claim").click()
     expect(ann.locator("#lease-timer")).to_be_visible()
     assert axe_violations(ann) == []
-    if os.environ.get("SIGNOFF_SCREENSHOTS"):
-        ann.set_viewport_size({"width": 1280, "height": 1100})
-        ann.screenshot(path=str(DOCS / "console-task.png"), full_page=False)
-        ann.goto("/console?view=mine")
+    if os.environ.get("SIGNOFF_SCREENSHOTS"):  # docs/console-*.png, shown in the README
+        ann.set_viewport_size({"width": 1280, "height": 1000})
+        ann.screenshot(path=str(DOCS / "console-task.png"))
+        soon = (datetime.now(UTC) + timedelta(minutes=25)).isoformat()
+        for reason, entity in (("LOW_CONFIDENCE", "order"), ("AML_RULE_FAILED", "payout")):
+            served.escalate(producer, reason_code=reason, entity_type=entity, deadline=soon)
         ann.goto("/console")
         ann.screenshot(path=str(DOCS / "console-inbox.png"))
-        ann.goto(_task_url(task_id))
     ann.set_viewport_size({"width": 375, "height": 740})
     ann.goto(_task_url(task_id))
     approve = ann.get_by_role("button", name="Approve")
