@@ -158,7 +158,10 @@ def serve(
     database_url: DatabaseOption = None,
     workers: Annotated[
         int | None,
-        typer.Option(help="Server processes (default 1). Each also runs the background workers."),
+        typer.Option(
+            help="Server processes (default: the CPU count on PostgreSQL, 1 on SQLite). "
+            "Each also runs the background workers."
+        ),
     ] = None,
     demo: Annotated[
         bool,
@@ -178,13 +181,16 @@ def serve(
         demo_keys = run_with_database(settings, seed_demo(settings))
         typer.echo(f"Demo producer key: {demo_keys['producer']}")
         typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
+    processes = settings.serve_processes
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
-        f"{settings.workers} process{'es' if settings.workers > 1 else ''})"
+        f"{processes} process{'es' if processes > 1 else ''})"
     )
     sys.stdout.flush()
-    if settings.workers > 1:
+    # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
+    fast = {"loop": "uvloop", "http": "httptools"}
+    if processes > 1:
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
@@ -196,12 +202,14 @@ def serve(
         uvicorn.run(
             "signoff.cli:server_process_app",
             factory=True,
-            workers=settings.workers,
+            workers=processes,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
+            access_log=settings.access_log,
             log_config=server_log_config(settings.log_level),
             timeout_graceful_shutdown=30,
+            **fast,  # type: ignore[arg-type]
         )
         return
     from signoff.api.app import create_app
@@ -211,8 +219,10 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        access_log=settings.access_log,
         log_config=server_log_config(settings.log_level),
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
+        **fast,  # type: ignore[arg-type]
     )
 
 

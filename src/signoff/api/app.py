@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 
 from signoff import __version__
 from signoff.api.guard import TextGuard
+from signoff.api.latency import LatencyMiddleware
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.api.routes import supervision as supervision_routes
@@ -43,22 +44,40 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(create_engine(settings))
-        context = ServiceContext(database=database, settings=settings, clock=clock)
+        database = Database(
+            create_engine(settings),
+            pgbouncer=settings.pgbouncer,
+            listen_url=settings.listen_database_url,
+        )
+        shield = None
+        if settings.redis_url:
+            from signoff.services.shield import StormShield
+
+            shield = StormShield(
+                settings.redis_url, wait_seconds=settings.storm_shield_wait_seconds
+            )
+        context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
+        if not settings.api_key_cache or (settings.pgbouncer and not settings.listen_database_url):
+            database.key_cache.disable()  # LISTEN does not pass a transaction pooler
+        else:
+            database.key_cache.start()
         try:
             yield
         finally:
             stop.set()
             if worker is not None:
                 await worker  # drains the attempts in flight
+            if shield is not None:
+                await shield.close()
             await database.dispose()
 
     app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     install_problem_handlers(app)
     app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
+    app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
     app.openapi = lambda: _openapi_with_problems(app)  # type: ignore[method-assign]
     app.include_router(admin.router)
     app.include_router(tasks.router)
