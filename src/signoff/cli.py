@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Annotated, Any, NoReturn, TypeVar
 
+import httpx
 import typer
 import uvicorn
 from pydantic import ValidationError
@@ -180,6 +181,8 @@ def serve(
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
         f"{settings.workers} process{'es' if settings.workers > 1 else ''})"
     )
+    for note in start_up_notes(settings):
+        typer.echo(note)
     sys.stdout.flush()
     if settings.workers > 1:
         # Each process builds its app from the environment; hand the flags down. Every
@@ -206,6 +209,27 @@ def serve(
         log_config=server_log_config(settings.log_level),
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
     )
+
+
+def start_up_notes(settings: Settings) -> list[str]:
+    """What an operator should know about this configuration before relying on it."""
+    notes = []
+    levels = settings.default_policy.levels
+    for index, level in enumerate(levels):
+        if level.assign_group:
+            hours = sum(earlier.after_seconds for earlier in levels[: index + 1]) / 3600
+            notes.append(
+                f"Note: the default escalation policy reassigns a task still waiting after "
+                f"{hours:g} h to group '{level.assign_group}'; then only reviewers in that "
+                "group, supervisors and admins see it (docs/waiting.md)."
+            )
+            break
+    if settings.webhook_allow_private_networks:
+        notes.append(
+            "Note: webhooks may go to private and loopback addresses "
+            "(SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true): for local development only."
+        )
+    return notes
 
 
 def server_process_app() -> Any:
@@ -410,6 +434,85 @@ def worker(database_url: DatabaseOption = None) -> None:
     typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
     sys.stdout.flush()
     asyncio.run(run())
+
+
+@app.command()
+def listen(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SIGNOFF_LISTEN_SECRET",
+            help="The webhook endpoint's secret (whsec_...), to verify signatures.",
+            show_default=False,
+        ),
+    ] = None,
+    register: Annotated[
+        str | None,
+        typer.Option(
+            "--register",
+            metavar="SIGNOFF_URL",
+            help="Create (or re-key) the webhook endpoint for this receiver on that Signoff "
+            "and use its secret; needs --admin-key.",
+            show_default=False,
+        ),
+    ] = None,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(envvar="SIGNOFF_ADMIN_KEY", help="For --register.", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event's whole envelope as JSON.")
+    ] = False,
+    exit_after: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="Exit after N distinct events (of --event's type).", min=1),
+    ] = None,
+    event: Annotated[
+        str | None,
+        typer.Option(metavar="TYPE", help="With --exit-after: count only this event type."),
+    ] = None,
+) -> None:
+    """A webhook receiver for trying Signoff out: verifies each delivery's signature and
+    prints one line per event."""
+    from signoff import listen as receiver_module
+
+    configure_logging("warning")
+    receiver_url = f"http://{host}:{port}/"
+    if register:
+        if not admin_key:
+            raise UserError("--register needs --admin-key (or SIGNOFF_ADMIN_KEY)")
+        if secret:
+            raise UserError("give either --secret or --register, not both")
+        try:
+            endpoint_id, secret = receiver_module.register(register, admin_key, receiver_url)
+        except receiver_module.RegistrationError as exc:
+            raise UserError(str(exc)) from None
+        except httpx.HTTPError as exc:
+            raise UserError(f"cannot reach Signoff at {register}: {exc}") from None
+        typer.echo(f"Webhook endpoint {endpoint_id} delivers to {receiver_url}", err=True)
+    if not secret:
+        raise UserError(
+            "a secret is needed to verify signatures: --secret whsec_... (or "
+            "SIGNOFF_LISTEN_SECRET), or --register http://127.0.0.1:8000 --admin-key KEY"
+        )
+    receiver = receiver_module.Receiver(
+        secret, as_json=as_json, stop_after=exit_after, stop_on=event
+    )
+    try:
+        server = receiver_module.serve(receiver, host, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    typer.echo(
+        f"Listening on {receiver_url} for signed Signoff webhooks (Ctrl-C to stop)", err=True
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 def main(argv: list[str] | None = None) -> None:

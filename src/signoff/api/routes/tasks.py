@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -45,7 +46,7 @@ router = APIRouter(prefix="/tasks", tags=["tasks"])
 
 
 def escalation_body_schema() -> dict[str, Any]:
-    """The seed's contract plus Signoff's optional fields (subject, policy)."""
+    """The escalation contract plus Signoff's optional fields (subject, policy)."""
     schema = dict(contract_schema())
     schema["properties"] = {
         **schema["properties"],
@@ -65,14 +66,16 @@ def _grant(context: Context, grant: LeaseGrant) -> Response:
     response_model=None,
     openapi_extra=body_doc(escalation_body_schema()),
     responses={201: {"model": EscalationCreated}, **problems(400, 409, 413, 422)},
-    summary="Escalate work to human review (seed 000)",
+    summary="Escalate work to human review",
 )
 async def escalate(request: Request, context: Context, caller: Caller) -> Response:
     """Create a review task. Replays the first response (with ``Idempotent-Replayed:
     true``) for the same idempotency key and body within ``SIGNOFF_IDEMPOTENCY_TTL_SECONDS``."""
     body = await read_json_body(request)
     outcome = await task_service.escalate(context, caller, body)
-    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else None
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
+    if outcome.status_code == 201:
+        headers["Location"] = f"/tasks/{json.loads(outcome.body)['id']}"
     return json_response(outcome.body, outcome.status_code, headers)
 
 
