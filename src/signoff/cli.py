@@ -167,15 +167,21 @@ def serve(
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
     settings = _settings(database_url, host=host, port=port, workers=workers)
+    if demo:
+        # The demo's receiver is this server itself, on loopback.
+        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
     admin_key = run_with_database(settings, prepare_database(settings))
     if admin_key:
         typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+    demo_lines: list[str] = []
+    demo_secret = None
     if demo:
-        from signoff.demo import seed_demo
+        from signoff import demo as demo_module
 
-        demo_keys = run_with_database(settings, seed_demo(settings))
-        typer.echo(f"Demo producer key: {demo_keys['producer']}")
-        typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
+        tour = run_with_database(settings, demo_module.seed_demo(settings))
+        typer.echo(f"Demo producer key: {tour.producer_key}")
+        typer.echo(f"Demo reviewer key: {tour.reviewer_key}")
+        demo_lines, demo_secret = demo_module.tour(tour, settings), tour.receiver_secret
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
@@ -183,6 +189,8 @@ def serve(
     )
     for note in start_up_notes(settings):
         typer.echo(note)
+    for line in demo_lines:
+        typer.echo(line)
     sys.stdout.flush()
     if settings.workers > 1:
         # Each process builds its app from the environment; hand the flags down. Every
@@ -201,8 +209,13 @@ def serve(
         return
     from signoff.api.app import create_app
 
+    application = create_app(settings)
+    if demo_secret is not None:
+        from signoff.demo import install_receiver
+
+        install_receiver(application, demo_secret)
     uvicorn.run(
-        create_app(settings),
+        application,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

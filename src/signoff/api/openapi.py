@@ -393,6 +393,15 @@ def _special_media_types(paths: dict[str, Any]) -> None:
             }
         }
     link = paths.get("/r/{token}", {})
+    use = link.get("post")
+    if use:
+        # Its bodies (set below) are read by the route itself: the usual body refusals.
+        for status, code in (
+            (400, "ERR_MALFORMED_JSON"),
+            (413, "ERR_PAYLOAD_TOO_LARGE"),
+            (422, "ERR_VALIDATION"),
+        ):
+            use["responses"].setdefault(str(status), _problem_response(status, [code]))
     page_or_state = {**HTML_PAGE, "application/json": {"schema": LINK_STATE_SCHEMA}}
     for method in ("get", "post"):
         operation = link.get(method)
@@ -410,7 +419,6 @@ def _special_media_types(paths: dict[str, Any]) -> None:
         for status, response in operation["responses"].items():
             if status.isdigit() and int(status) >= 400 and status != "410":
                 response["content"] = {**HTML_PAGE, **response["content"]}
-    use = link.get("post")
     if use:
         use["requestBody"] = {
             "required": True,
@@ -452,12 +460,6 @@ def _special_media_types(paths: dict[str, Any]) -> None:
                 },
             },
         }
-        # The JSON body refuses what a form cannot express; a form field that is not
-        # understood is a validation error too.
-        use["responses"].setdefault("400", _problem_response(400, ["ERR_MALFORMED_JSON"]))
-        use["responses"].setdefault("413", _problem_response(413, ["ERR_PAYLOAD_TOO_LARGE"]))
-        use["responses"].setdefault("422", _problem_response(422, ["ERR_VALIDATION"]))
-        use["responses"].setdefault("401", _problem_response(401, ["ERR_UNAUTHENTICATED"]))
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:

@@ -7,7 +7,7 @@ representation and documented here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -209,7 +209,7 @@ class UpdateWebhookEndpointRequest(_Strict):
     """Only the fields sent change; ``url`` and ``enabled`` may not be null."""
 
     # Omitted means "unchanged"; null is refused (so the schema does not offer it).
-    url: str | SkipJsonSchema[None] = Field(default=None, min_length=1, max_length=2048)
+    url: Annotated[str, Field(min_length=1, max_length=2048)] | SkipJsonSchema[None] = None
     enabled: bool | SkipJsonSchema[None] = None
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
