@@ -107,9 +107,8 @@ class LiveServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings, clock=clock), log_level="warning", lifespan="on", access_log=False
-        )
+        self.app = create_app(settings, clock=clock)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True

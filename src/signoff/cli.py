@@ -196,6 +196,11 @@ def serve(
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        if not settings.secret_key:
+            # Console sessions and form tokens are signed: every process needs one key.
+            import secrets
+
+            os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
         uvicorn.run(
             "signoff.cli:server_process_app",
             factory=True,
@@ -343,12 +348,19 @@ def create_user(
     principal_id: Annotated[
         str, typer.Option(help="The user name people sign in with (their principal id).")
     ],
-    role: Annotated[str, typer.Option(help="reviewer, supervisor or admin.")],
+    role: Annotated[
+        str, typer.Option(help="What the user may do.", metavar="reviewer|supervisor|admin")
+    ],
     email: Annotated[
-        str | None, typer.Option(help="E-mail address (also works to sign in).")
+        str | None, typer.Option(help="E-mail address (also works to sign in).", metavar="ADDRESS")
     ] = None,
     groups: Annotated[
-        str | None, typer.Option(help="Comma-separated groups, e.g. payments,aml.")
+        list[str] | None,
+        typer.Option(
+            "--groups",
+            help="Reviewer groups, comma-separated (repeatable), e.g. payments,aml.",
+            metavar="GROUP[,GROUP]",
+        ),
     ] = None,
     password_stdin: Annotated[
         bool,
@@ -360,31 +372,21 @@ def create_user(
     database_url: DatabaseOption = None,
 ) -> None:
     """Create a console user and print a one-time link (valid 24 h) to set the password."""
-    import sys
-
     from signoff.domain.clock import SystemClock
     from signoff.errors import SignoffError
     from signoff.services.context import ServiceContext
     from signoff.services.users import create_user as create
     from signoff.store.database import Database, create_engine
 
-    def fail(message: str) -> NoReturn:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(code=2)
-
     if role not in ("reviewer", "supervisor", "admin"):
-        fail(f"--role must be reviewer, supervisor or admin, not {role!r}")
+        raise UserError(f"--role must be reviewer, supervisor or admin, not {role!r}")
     password = None
     if password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
         if not password:
-            fail("--password-stdin: no password on standard input")
-    group_list = [g.strip() for g in (groups or "").split(",") if g.strip()]
-    try:
-        settings = _settings(database_url)
-    except ValueError as exc:
-        fail(f"invalid configuration: {exc}".splitlines()[0])
-    configure_logging("warning")
+            raise UserError("--password-stdin: no password on standard input")
+    names = [name.strip() for value in groups or [] for name in value.split(",") if name.strip()]
+    settings = _settings(database_url)
 
     async def run() -> str:
         await prepare_database(settings)
@@ -397,10 +399,12 @@ def create_user(
                 operator,
                 principal_id=principal_id,
                 role=Role(role),
-                groups=group_list,
+                groups=names,
                 email=email,
                 password=password,
             )
+        except SignoffError as exc:
+            raise UserError(exc.message) from None
         finally:
             await database.dispose()
         if created.set_password_link is None:
@@ -410,12 +414,7 @@ def create_user(
             f"their password (valid 24 hours):\n{created.set_password_link}"
         )
 
-    try:
-        typer.echo(asyncio.run(run()))
-    except SignoffError as exc:
-        fail(exc.message)
-    except OSError as exc:
-        fail(f"cannot reach the database: {exc}")
+    typer.echo(run_with_database(settings, run()))
 
 
 @app.command()
@@ -526,6 +525,19 @@ def listen(
         pass
     finally:
         server.server_close()
+
+
+@app.command("mcp")
+def mcp_server() -> None:
+    """Serve Signoff's review tools to agents over MCP on stdio (needs signoff[mcp]):
+    request_human_review, get_review, wait_for_decision, against SIGNOFF_URL with the
+    producer key in SIGNOFF_API_KEY."""
+    try:
+        from signoff.integrations.mcp import main as serve_mcp
+    except ImportError as missing:
+        hint = f"signoff mcp needs the mcp extra: pip install 'signoff[mcp]' ({missing})"
+        raise UserError(hint) from missing
+    serve_mcp()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ notifications by result. Names follow Prometheus conventions (``_total`` suffix)
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -23,6 +23,11 @@ NOTIFICATIONS = Counter(
     "signoff_notifications_total",
     "E-mail notification attempts, by result.",
     ["result"],
+    registry=REGISTRY,
+)
+LONG_POLL_WAITERS = Gauge(
+    "signoff_long_poll_waiters",
+    "Requests parked in GET /tasks/{id}?wait=… (they hold no database connection).",
     registry=REGISTRY,
 )
 

@@ -77,13 +77,19 @@ class Settings(BaseSettings):
     webhook_secret_overlap_seconds: int = Field(default=86400, ge=0)
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
+    # Producers' side (agents).
+    execution_lease_seconds: int = Field(default=300, gt=0, le=86400)
+    """How long an execution grant fences its executor before another may take over."""
     # Console sign-in (issue 9): sessions, throttling, OpenID Connect.
     session_idle_seconds: int = Field(default=1800, gt=0)
     """A console session ends after this long without a request."""
     session_max_seconds: int = Field(default=43200, gt=0)
     """A console session ends this long after sign-in, however active."""
     login_max_failures: int = Field(default=5, gt=0)
-    """Failed sign-ins per account, and per address, before sign-in is refused (429)."""
+    """Failed sign-ins of one account before its sign-in is refused (429) for the window."""
+    login_max_failures_per_address: int = Field(default=50, gt=0)
+    """Failed sign-ins from one address (any accounts) before it is refused (429): higher,
+    since an office behind one address shares it."""
     login_failure_window_seconds: int = Field(default=900, gt=0)
     oidc_issuer: str | None = None
     """OpenID Connect issuer URL (its ``/.well-known/openid-configuration`` is read)."""

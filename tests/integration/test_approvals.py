@@ -76,6 +76,24 @@ def execute(
     )
 
 
+def report(
+    producer: Client,
+    task_id: str,
+    action_id: str,
+    token: str | None,
+    *,
+    operation_id: str,
+    verb: str = "complete",
+    result: Any = None,
+) -> httpx.Response:
+    """Complete (or fail) one action under the execution lease ``token``."""
+    return producer.post(
+        f"/tasks/{task_id}/actions/{action_id}/{verb}",
+        headers={"X-Execution-Token": token} if token else {},
+        json={"operation_id": operation_id, "result": result},
+    )
+
+
 def refusal(response: httpx.Response) -> str:
     assert response.status_code == 409, response.text
     assert response.json()["error_code"] == "ERR_APPROVAL_NOT_VALID"
@@ -185,54 +203,76 @@ def test_seed_case_4_a_retry_after_a_crash_completes_the_action_once(
     task = new_subject_task(producer)
     digest = decide(editor, task["id"]).json()["digest"]
     grant = execute(producer, task["id"], 1, digest, "op-crash").json()
-    # The executor published, then died before reporting. It retries with the same operation.
+    # The executor published, then died before reporting. While its execution lease lives
+    # nobody else runs it, not even a retry with the same operation.
+    for operation in ("op-crash", "op-other"):
+        busy = execute(producer, task["id"], 1, digest, operation)
+        assert (busy.status_code, busy.json()["error_code"]) == (409, "ERR_ALREADY_EXECUTING")
+        assert busy.json()["lease_expires_at"] == grant["execution_lease_expires_at"]
+    server.clock.advance(server.settings.execution_lease_seconds)
     again = execute(producer, task["id"], 1, digest, "op-crash")
     assert again.status_code == 200
     assert again.json()["operation_id"] == grant["operation_id"] == "op-crash"
-    assert (
-        execute(producer, task["id"], 1, digest, "op-other").json()["error_code"]
-        == "ERR_ALREADY_EXECUTING"
+    assert again.json()["execution_token"] != grant["execution_token"]
+    result = {"url": "https://example.org/q3"}
+    lost = report(
+        producer, task["id"], "publish_article", grant["execution_token"], operation_id="op-crash"
     )
-    url = f"/tasks/{task['id']}/actions/publish_article/complete"
-    first = producer.post(
-        url, json={"operation_id": "op-crash", "result": {"url": "https://example.org/q3"}}
+    assert (lost.status_code, lost.json()["error_code"]) == (409, "ERR_EXECUTION_LEASE_LOST")
+    token = again.json()["execution_token"]
+    first = report(
+        producer, task["id"], "publish_article", token, operation_id="op-crash", result=result
     )
-    second = producer.post(
-        url, json={"operation_id": "op-crash", "result": {"url": "https://example.org/q3"}}
+    second = report(
+        producer, task["id"], "publish_article", token, operation_id="op-crash", result=result
     )
     assert first.status_code == second.status_code == 200
     assert second.json()["actions"] == first.json()["actions"]
     events = [e["type"] for e in producer.get(f"/tasks/{task['id']}/events").json()["items"]]
     assert events.count("task.action_completed") == 1
-    assert events.count("task.execution_started") == 1
+    assert events.count("task.execution_started") == 2
 
 
 def test_actions_have_their_own_status_and_a_failed_one_is_retried_alone(producer, editor) -> None:
     task = new_subject_task(producer)
     digest = decide(editor, task["id"]).json()["digest"]
-    execute(producer, task["id"], 1, digest)
-    base = f"/tasks/{task['id']}/actions"
+    token = execute(producer, task["id"], 1, digest).json()["execution_token"]
+    tid = task["id"]
     assert (
-        producer.post(f"{base}/publish_article/complete", json={"operation_id": "a1"}).json()[
+        report(producer, tid, "publish_article", token, operation_id="a1").json()[
             "execution_status"
         ]
         == "EXECUTING"
     )
-    failed = producer.post(
-        f"{base}/send_newsletter/fail",
-        json={"operation_id": "n1", "result": {"error": "SMTP down"}},
+    failed = report(
+        producer,
+        tid,
+        "send_newsletter",
+        token,
+        operation_id="n1",
+        verb="fail",
+        result={"error": "SMTP down"},
     )
     assert failed.json()["execution_status"] == "FAILED"
-    done = producer.post(f"{base}/send_newsletter/complete", json={"operation_id": "n2"})
+    # Every action has an outcome: the lease ended, and a new grant retries the failed one.
+    ended = report(producer, tid, "send_newsletter", token, operation_id="n2")
+    assert ended.json()["error_code"] == "ERR_EXECUTION_LEASE_LOST"
+    retry = execute(producer, tid, 1, digest, "op-retry").json()
+    assert {a["id"]: a["status"] for a in retry["actions"]} == {
+        "publish_article": "COMPLETED",
+        "send_newsletter": "FAILED",
+    }
+    token = retry["execution_token"]
+    done = report(producer, tid, "send_newsletter", token, operation_id="n2")
     assert done.json()["execution_status"] == "COMPLETED"
     statuses = {a["id"]: (a["status"], a["operation_id"]) for a in done.json()["actions"]}
     assert statuses == {
         "publish_article": ("COMPLETED", "a1"),
         "send_newsletter": ("COMPLETED", "n2"),
     }
-    redo = producer.post(f"{base}/publish_article/complete", json={"operation_id": "a2"})
+    redo = report(producer, tid, "publish_article", token, operation_id="a2")
     assert redo.status_code == 409
-    assert producer.post(f"{base}/nope/complete", json={"operation_id": "x"}).status_code == 404
+    assert report(producer, tid, "nope", token, operation_id="x").status_code == 404
     assert revise(producer, task["id"], 1, SUBJECT | {"title": "late"}).status_code == 409
 
 
@@ -394,10 +434,10 @@ def test_concurrent_action_reports_complete_the_execution(server, producer, edit
     actions = [{"id": f"step-{i}"} for i in range(6)]
     task = new_subject_task(producer, {"title": "many", "actions": actions})
     digest = decide(editor, task["id"]).json()["digest"]
-    execute(producer, task["id"], 1, digest)
+    token = execute(producer, task["id"], 1, digest).json()["execution_token"]
 
-    async def report() -> list[httpx.Response]:
-        headers = {"Authorization": f"Bearer {producer.key}"}
+    async def reports() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {producer.key}", "X-Execution-Token": token}
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers) as c:
             return await asyncio.gather(
                 *(
@@ -409,7 +449,7 @@ def test_concurrent_action_reports_complete_the_execution(server, producer, edit
                 )
             )
 
-    assert {r.status_code for r in asyncio.run(report())} == {200}
+    assert {r.status_code for r in asyncio.run(reports())} == {200}
     assert producer.get(f"/tasks/{task['id']}").json()["execution_status"] == "COMPLETED"
 
 
@@ -460,11 +500,6 @@ def test_nul_in_action_and_source_ids_is_refused_not_crashed(producer, editor) -
     assert bad.status_code == 422
     task = new_subject_task(producer)
     digest = decide(editor, task["id"]).json()["digest"]
-    execute(producer, task["id"], 1, digest)
-    assert (
-        producer.post(
-            f"/tasks/{task['id']}/actions/a%00b/complete", json={"operation_id": "x"}
-        ).status_code
-        == 404
-    )
+    token = execute(producer, task["id"], 1, digest).json()["execution_token"]
+    assert report(producer, task["id"], "a%00b", token, operation_id="x").status_code == 404
     assert producer.post(f"/tasks/{task['id']}/sources/S%00/revoke").status_code == 404

@@ -140,3 +140,73 @@ def test_users_api_is_for_admins(server: LiveServer) -> None:
             == 409
         )
         assert admin.post("/users/nobody/disable").status_code == 404
+
+
+def test_a_console_users_approval_passes_the_execution_gate_until_disabled(
+    server: LiveServer,
+) -> None:
+    """A user is the same principal an API key is: their approval authorises execution,
+    and disabling them withdraws that authority exactly as revoking a key does."""
+    import asyncio
+
+    from signoff.domain.states import Decision
+    from signoff.services import tasks as task_service
+    from signoff.services import users as user_service
+    from signoff.services.context import ServiceContext
+    from signoff.store.database import Database, create_engine
+    from tests.integration.test_approvals import execute, new_subject_task, refusal
+
+    _create_user(server, "editor-ann", password=PASSWORD)
+    with server.new_client("producer", "agent-7") as producer:
+        first = new_subject_task(producer)
+        second = new_subject_task(producer)
+
+        async def approve(task_id: str) -> str:
+            database = Database(create_engine(server.settings))
+            try:
+                ctx = ServiceContext(
+                    database=database, settings=server.settings, clock=server.clock
+                )
+                session = await user_service.sign_in(ctx, "editor-ann", PASSWORD, address=None)
+                principal = session.user.principal
+                grant = await task_service.claim(ctx, principal, task_id)
+                task = await task_service.resolve(
+                    ctx,
+                    principal,
+                    task_id,
+                    grant.lease_token,
+                    decision=Decision.APPROVED,
+                    notes=None,
+                    resolution_payload=None,
+                    revision=grant.task.current_revision,
+                    digest=grant.task.digest,
+                )
+                return str(task.digest)
+            finally:
+                await database.dispose()
+
+        digest = asyncio.run(approve(first["id"]))
+        assert execute(producer, first["id"], 1, digest).status_code == 200
+        digest = asyncio.run(approve(second["id"]))
+        with server.admin() as admin:
+            assert admin.post("/users/editor-ann/disable").status_code == 200
+        outcome = execute(producer, second["id"], 1, digest)
+        assert refusal(outcome) == "APPROVER_NOT_AUTHORISED"
+
+
+def test_htmx_requests_get_problems_not_pages(server: LiveServer) -> None:
+    _create_user(server, password=PASSWORD)
+    with _browser(server) as browser:
+        assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+        missing = browser.post("/console/logout", headers={"HX-Request": "true"})
+        assert missing.status_code == 403
+        assert missing.json()["error_code"] == "ERR_CSRF"
+        page = browser.get("/console/account")
+        token = _csrf(page.text)
+        done = browser.post(
+            "/console/logout", headers={"HX-Request": "true", "X-CSRF-Token": token}
+        )
+        assert done.status_code == 303
+        gone = browser.get("/console/account", headers={"HX-Request": "true"})
+        assert gone.status_code == 401
+        assert gone.headers["hx-redirect"] == "/console/login?next=/console/account"

@@ -198,3 +198,13 @@ def test_refusals_are_typed(sdk: Any) -> None:
         agent.claim(task.id)
     with pytest.raises(Forbidden):  # only producers revise
         editor.revise(task.id, article("1%"), expected_revision=1)
+
+
+def test_metadata_and_trace_context_travel_with_the_task(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    correlation = {"langgraph": {"thread_id": "t-42", "node": "review"}}
+    task = escalate(agent, f"story-{uuid.uuid4()}", metadata=correlation, traceparent=traceparent)
+    assert task.metadata == correlation
+    assert agent.get_task(task.id).metadata == correlation
+    assert editor.get_task(task.id).metadata is None  # the producer's own, not the reviewer's

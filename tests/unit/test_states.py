@@ -52,7 +52,12 @@ def test_reviewers_touch_leases_the_system_escalates_and_producers_do_the_rest()
         Action.RESOLVE,
         Action.RESOLVE_BY_LINK,
     }
-    system_actions = {Action.ESCALATE_LEVEL, Action.REASSIGN, Action.EXPIRE}
+    system_actions = {
+        Action.ESCALATE_LEVEL,
+        Action.REASSIGN,
+        Action.EXPIRE,
+        Action.EXECUTION_STALLED,
+    }
     for action, step in TRANSITIONS.items():
         if action in lease_actions:
             expected = {Role.REVIEWER, Role.SUPERVISOR}

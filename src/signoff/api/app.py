@@ -14,6 +14,7 @@ from signoff.api.openapi import build_openapi
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.api.routes import users as user_routes
+from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
@@ -70,5 +71,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
     app.include_router(user_routes.router)
+    install_auth(app, settings)
     install_console(app)
     return app

@@ -63,6 +63,18 @@ def require_lease_token(x_lease_token: str | None) -> str:
 LeaseTokenHeader = Annotated[str | None, Header(include_in_schema=False)]
 
 
+def require_execution_token(x_execution_token: str | None) -> str:
+    if not x_execution_token:
+        raise BadRequest(
+            "the X-Execution-Token header is required",
+            error_code="ERR_EXECUTION_TOKEN_REQUIRED",
+        )
+    return x_execution_token
+
+
+ExecutionTokenHeader = Annotated[str | None, Header(include_in_schema=False)]
+
+
 def required_header(name: str, description: str) -> dict[str, Any]:
     """An OpenAPI parameter for a header the service requires but checks itself (so a
     missing one gets its documented problem, not a generic validation error)."""
@@ -78,6 +90,12 @@ def required_header(name: str, description: str) -> dict[str, Any]:
 LEASE_TOKEN_PARAMETER = required_header(
     "X-Lease-Token",
     "The lease token returned by the claim (400 ERR_LEASE_TOKEN_REQUIRED when missing).",
+)
+
+EXECUTION_TOKEN_PARAMETER = required_header(
+    "X-Execution-Token",
+    "The execution token returned by the execute grant "
+    "(400 ERR_EXECUTION_TOKEN_REQUIRED when missing).",
 )
 
 

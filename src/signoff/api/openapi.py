@@ -109,15 +109,23 @@ ERROR_CODES: dict[str, dict[int, tuple[str, ...]]] = {
         **TASK_404,
         409: ("ERR_ALREADY_EXECUTING", "ERR_APPROVAL_NOT_VALID", "ERR_STATE_CONFLICT"),
     },
+    "POST /tasks/{task_id}/execution/renew": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_EXECUTION_LEASE_LOST", "ERR_STATE_CONFLICT"),
+    },
     "POST /tasks/{task_id}/actions/{action_id}/complete": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
         403: FORBIDDEN,
         404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
-        409: ("ERR_STATE_CONFLICT",),
+        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
     },
     "POST /tasks/{task_id}/actions/{action_id}/fail": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
         403: FORBIDDEN,
         404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
-        409: ("ERR_STATE_CONFLICT",),
+        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
     },
     "POST /tasks/{task_id}/sources/{source_id}/revoke": {
         403: FORBIDDEN,
@@ -202,6 +210,22 @@ STATUS_TEXT = {
     428: "Precondition required (If-Match)",
     429: "Too many attempts",
     503: "The database is not available; retry",
+}
+
+
+#: The titles the error tree gives each status (``signoff.errors``).
+PROBLEM_TITLES = {
+    400: "Bad request",
+    401: "Unauthenticated",
+    403: "Forbidden",
+    404: "Not found",
+    409: "Conflict",
+    412: "Precondition failed",
+    413: "Payload too large",
+    422: "Unprocessable content",
+    428: "Precondition required",
+    429: "Too many requests",
+    503: "Service not ready",
 }
 
 
@@ -334,8 +358,15 @@ def _problem_response(status: int, codes: list[str]) -> dict[str, Any]:
             },
         ]
     }
-    example = dict(PROBLEM_EXAMPLE, status=status, error_code=codes[0])
-    example["type"] = f"urn:signoff:problem:{codes[0]}"
+    detail = f"why this request was refused ({codes[0]})"
+    example = {
+        "type": f"urn:signoff:problem:{codes[0]}",
+        "title": PROBLEM_TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "error_code": codes[0],
+        "message": detail,
+    }
     response: dict[str, Any] = {
         "description": STATUS_TEXT.get(status, "Error") + ": " + ", ".join(codes),
         "content": {PROBLEM_JSON: {"schema": schema, "example": example}},

@@ -143,6 +143,16 @@ class TaskOut(BaseModel):
     approved_digest: str | None
     approval_expires_at: str | None
     execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
+    execution_lease_expires_at: str | None = Field(
+        default=None, description="While an execution lease lives: when it lapses."
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="The producer's correlation metadata; only for its producer and admins.",
+    )
+    traceparent: str | None = Field(
+        default=None, description="W3C trace context of the escalation; producer and admins."
+    )
 
 
 class EscalationCreated(TaskOut):
@@ -322,6 +332,21 @@ class ExecutionGrantOut(ExecutionOut):
     digest: str
     approved_by: str | None
     granted_at: str | None
+    execution_token: str | None = Field(
+        default=None,
+        description="Present it as X-Execution-Token to renew the execution lease and to "
+        "complete or fail actions. Null when a completed execution's outcome is returned.",
+    )
+    execution_lease_expires_at: str | None = Field(
+        default=None, description="RFC 3339, UTC: when the execution lease lapses."
+    )
+
+
+class ExecutionLeaseOut(BaseModel):
+    task_id: str
+    execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
+    operation_id: str | None
+    execution_lease_expires_at: str | None
 
 
 class RevisionOut(BaseModel):

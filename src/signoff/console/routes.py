@@ -7,8 +7,6 @@ from importlib import resources
 from fastapi import APIRouter, FastAPI
 from starlette.staticfiles import StaticFiles
 
-from signoff.console.auth import install_auth
-
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 
@@ -17,4 +15,3 @@ def install_console(app: FastAPI) -> None:
     static = resources.files("signoff.console").joinpath("static")
     app.mount("/console/static", StaticFiles(directory=str(static)), name="console-static")
     app.include_router(router)
-    install_auth(app)

@@ -271,7 +271,12 @@ def revision_effect(
 class RefusalReason(StrEnum):
     """Why an execution was refused (409 ``ERR_APPROVAL_NOT_VALID``)."""
 
+    NOT_DECIDED = "NOT_DECIDED"
+    """Nobody has decided (the task is in review, or expired or was cancelled undecided)."""
+    REJECTED = "REJECTED"
+    REVISION_REQUESTED = "REVISION_REQUESTED"
     APPROVAL_INVALIDATED = "APPROVAL_INVALIDATED"
+    """The approval of the named revision was invalidated by a new revision."""
     STALE_DIGEST = "STALE_DIGEST"
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
     APPROVER_NOT_AUTHORISED = "APPROVER_NOT_AUTHORISED"
@@ -292,17 +297,18 @@ def execution_refusal(
     Mirrors the single conditional update that grants execution; used only to explain a
     refusal after that update matched no row.
     """
-    if (
-        task.status is not TaskStatus.RESOLVED
-        or task.decision != Decision.APPROVED.value
-        or task.approved_revision is None
-    ):
-        return RefusalReason.APPROVAL_INVALIDATED
+    invalidated = task.invalidated_revision is not None and task.invalidated_revision == revision
+    if task.status is not TaskStatus.RESOLVED or task.decision is None:
+        return RefusalReason.APPROVAL_INVALIDATED if invalidated else RefusalReason.NOT_DECIDED
+    if task.decision == Decision.REJECTED.value:
+        return RefusalReason.REJECTED
+    if task.decision == Decision.REVISION_REQUESTED.value:
+        return RefusalReason.REVISION_REQUESTED
     if (revision, digest) != (task.current_revision, task.digest) or (revision, digest) != (
         task.approved_revision,
         task.approved_digest,
     ):
-        return RefusalReason.STALE_DIGEST
+        return RefusalReason.APPROVAL_INVALIDATED if invalidated else RefusalReason.STALE_DIGEST
     if task.approval_expires_at is not None and task.approval_expires_at <= now:
         return RefusalReason.APPROVAL_EXPIRED
     if not approver_authorised:

@@ -37,7 +37,7 @@ class Decision(StrEnum):
 
 
 class ExecutionStatus(StrEnum):
-    """Execution of an approved task (seed 003: ``executing`` → ``completed``), tracked per
+    """Execution of an approved task (``executing`` → ``completed``), tracked per
     action; the task's status is derived from its actions'."""
 
     EXECUTING = "EXECUTING"
@@ -72,6 +72,8 @@ class Action(StrEnum):
     EXPIRE = "expire"
     CANCEL = "cancel"
     RESOLVE_BY_LINK = "resolve_by_link"
+    RENEW_EXECUTION = "renew_execution"
+    EXECUTION_STALLED = "execution_stalled"
 
 
 class LeaseRule(StrEnum):
@@ -153,7 +155,27 @@ TRANSITIONS: dict[Action, Transition] = dict(
             LeaseRule.NONE,
             "task.approval_carried_forward",
         ),
+        # Execution leases: a grant fences one executor with its own token until the lease
+        # lapses (then another execute may take it); the executor renews it; the sweeper
+        # reports a lease that lapsed without an outcome, once per lapse.
         _t(Action.EXECUTE, {R}, None, PRODUCERS, LeaseRule.NONE, "task.execution_started"),
+        _t(
+            Action.RENEW_EXECUTION,
+            {R},
+            None,
+            PRODUCERS,
+            LeaseRule.NONE,
+            "task.execution_renewed",
+            publish=False,
+        ),
+        _t(
+            Action.EXECUTION_STALLED,
+            {R},
+            None,
+            SYSTEM,
+            LeaseRule.NONE,
+            "task.execution_stalled",
+        ),
         _t(Action.COMPLETE_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_completed"),
         _t(Action.FAIL_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_failed"),
         _t(Action.REVOKE_SOURCE, {P, C, R}, None, PRODUCERS, LeaseRule.NONE, "task.source_revoked"),

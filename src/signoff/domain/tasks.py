@@ -73,6 +73,12 @@ class Task:
     escalation_policy: dict[str, Any] | None = None
     assigned_group: str | None = None
     summary: dict[str, Any] | None = None
+    producer_metadata: dict[str, Any] | None = None
+    traceparent: str | None = None
+    execution_token_hash: str | None = None
+    execution_lease_expires_at: datetime | None = None
+    execution_stalled_at: datetime | None = None
+    invalidated_revision: int | None = None
 
     @property
     def has_subject(self) -> bool:
@@ -104,14 +110,41 @@ def new_lease_token() -> str:
     return str(uuid.uuid4())
 
 
-def task_view(task: Task, now: datetime) -> dict[str, Any]:
+def task_view(
+    task: Task, now: datetime, *, metadata: bool = False, traceparent: bool = False
+) -> dict[str, Any]:
     """The one public representation of a task (API responses, audit, outbox events).
 
     Timestamps are RFC 3339 UTC strings. The lease token never appears here; claim
-    responses add it explicitly.
+    responses add it explicitly. ``metadata`` and ``traceparent`` add the producer's own
+    fields (for its producer and admins, see :func:`view_for`; events carry ``metadata``).
     """
     status = task.effective_status(now)
     held = status is TaskStatus.CLAIMED
+    view = _base_view(task, now, status, held)
+    if metadata:
+        view["metadata"] = task.producer_metadata
+    if traceparent:
+        view["traceparent"] = task.traceparent
+    return view
+
+
+def sees_producer_fields(principal: Principal, task: Task) -> bool:
+    """A task's ``metadata`` and ``traceparent`` belong to its producer: shown to it and to
+    admins, never to reviewers or supervisors."""
+    return principal.role is Role.ADMIN or (
+        principal.role is Role.PRODUCER and task.producer_id == principal.principal_id
+    )
+
+
+def view_for(principal: Principal, task: Task, now: datetime) -> dict[str, Any]:
+    """:func:`task_view` as ``principal`` may see it."""
+    private = sees_producer_fields(principal, task)
+    return task_view(task, now, metadata=private, traceparent=private)
+
+
+def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dict[str, Any]:
+    leased = task.execution_token_hash is not None
     return {
         "id": str(task.id),
         "status": status.value,
@@ -138,6 +171,9 @@ def task_view(task: Task, now: datetime) -> dict[str, Any]:
         "approved_digest": task.approved_digest,
         "approval_expires_at": rfc3339(task.approval_expires_at),
         "execution_status": task.execution_status,
+        "execution_lease_expires_at": (
+            rfc3339(task.execution_lease_expires_at) if leased else None
+        ),
         "deadline_at": rfc3339(task.deadline_at) if task.status in ACTIVE_STATUSES else None,
         "escalation_level": task.escalation_level,
         "policy": (task.escalation_policy or {}).get("name"),

@@ -3,7 +3,9 @@ the execution gate, per-action completion, source revocation, revision history."
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from signoff.domain.clock import rfc3339
@@ -19,7 +21,13 @@ from signoff.domain.revisions import (
     structured_diff,
 )
 from signoff.domain.states import Action, ExecutionStatus, Role, transition
-from signoff.domain.tasks import Principal, Task, require_role
+from signoff.domain.tasks import (
+    Principal,
+    Task,
+    hash_lease_token,
+    new_lease_token,
+    require_role,
+)
 from signoff.errors import (
     Conflict,
     FieldError,
@@ -35,6 +43,7 @@ from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
 from signoff.store import tasks as task_store
 from signoff.store import trail
+from signoff.store.database import UnitOfWork
 
 PRECONDITION_FAILED_HINT = "GET the task for its current ETag and review what changed"
 
@@ -138,6 +147,9 @@ async def revise_subject(
             values |= {"approved_revision": revision, "approved_digest": digest}
         elif effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION):
             values |= _REOPENED
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            # Remembered so an execute naming this revision is told why precisely.
+            values["invalidated_revision"] = task.approved_revision
         try:
             updated = await store.apply_revision(conn, step, task, values, now)
         except store.ActiveTaskExists:
@@ -212,9 +224,13 @@ _REOPENED: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class ExecutionGrant:
+    """A grant with its execution token (shown only here), or the stored outcome of a
+    completed execution (``token`` ``None``)."""
+
     task: Task
     operation_id: str
     actions: list[dict[str, Any]]
+    token: str | None = None
 
 
 async def execute(
@@ -226,21 +242,26 @@ async def execute(
     digest: str,
     operation_id: str,
 ) -> ExecutionGrant:
-    """The execution gate (seed 003): one atomic check, one winner.
+    """The execution gate (seed 003): one atomic check, one winner, fenced by an execution
+    lease with its own token (rotated on every grant, stored hashed).
 
-    The same ``operation_id`` again returns the same grant (a retry after a crash). Every
-    refusal is written to the audit trail, next to the decision it does not erase.
+    While the lease lives every other execute is refused, whatever its ``operation_id``; a
+    lapsed lease (the executor crashed) can be taken by a new execute, which keeps the
+    actions already completed. A completed execution asked again with its ``operation_id``
+    returns its stored outcome, never a fresh grant. Every refusal for the approval's sake
+    is written to the audit trail, next to the decision it does not erase.
 
     Raises:
-        Conflict: ``ERR_ALREADY_EXECUTING`` (another operation won), or
-            ``ERR_APPROVAL_NOT_VALID`` with ``reason``: ``STALE_DIGEST``,
-            ``APPROVAL_EXPIRED``, ``APPROVAL_INVALIDATED``, ``APPROVER_NOT_AUTHORISED``,
-            ``SOURCE_REVOKED``.
+        Conflict: ``ERR_ALREADY_EXECUTING`` (with ``lease_expires_at`` while a lease
+            lives), or ``ERR_APPROVAL_NOT_VALID`` with ``reason`` (see
+            :class:`signoff.domain.revisions.RefusalReason`).
     """
     step = transition(Action.EXECUTE)
     require_role(principal, step.roles, "execute approved tasks")
     task_id = parse_task_id(raw_task_id)
     now = ctx.now()
+    token = new_lease_token()
+    lease_expires_at = now + timedelta(seconds=ctx.settings.execution_lease_seconds)
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         granted = await store.grant_execution(
@@ -251,6 +272,8 @@ async def execute(
             revision=revision,
             digest=digest,
             operation_id=operation_id,
+            token_hash=hash_lease_token(token),
+            lease_expires_at=lease_expires_at,
             now=now,
         )
         if granted is not None:
@@ -263,24 +286,36 @@ async def execute(
                 granted,
                 principal,
                 now,
-                {"operation_id": operation_id, "revision": revision},
+                {
+                    "operation_id": operation_id,
+                    "revision": revision,
+                    "execution_lease_expires_at": rfc3339(lease_expires_at),
+                },
             )
             actions = await store.list_actions(conn, task_id)
             await uow.commit()
-            return ExecutionGrant(task=granted, operation_id=operation_id, actions=actions)
+            return ExecutionGrant(
+                task=granted, operation_id=operation_id, actions=actions, token=token
+            )
         current = await task_store.find_task(conn, task_id)
         if current is None or current.producer_id != principal.principal_id:
             raise NotFound(f"task {raw_task_id} does not exist", error_code="ERR_TASK_NOT_FOUND")
-        if current.execution_operation_id == operation_id:
-            return ExecutionGrant(
-                task=current,
-                operation_id=operation_id,
-                actions=await store.list_actions(conn, task_id),
-            )
-        if current.execution_status is not None:
+        if current.execution_status == ExecutionStatus.COMPLETED.value:
+            actions = await store.list_actions(conn, task_id)
+            ran = {current.execution_operation_id} | {a["operation_id"] for a in actions}
+            if operation_id in ran:
+                return ExecutionGrant(task=current, operation_id=operation_id, actions=actions)
             raise Conflict(
-                f"task {task_id} is already {current.execution_status} under another operation",
+                f"task {task_id} was already executed under another operation",
                 error_code="ERR_ALREADY_EXECUTING",
+                extra={"execution_status": current.execution_status},
+            )
+        lease = current.execution_lease_expires_at
+        if current.execution_token_hash is not None and lease is not None and lease > now:
+            raise Conflict(
+                f"task {task_id} is being executed; its execution lease lapses at {rfc3339(lease)}",
+                error_code="ERR_ALREADY_EXECUTING",
+                extra={"lease_expires_at": rfc3339(lease)},
             )
         reason = execution_refusal(
             current,
@@ -319,6 +354,47 @@ async def execute(
     )
 
 
+def _lease_lost(task_id: uuid.UUID) -> Conflict:
+    return Conflict(
+        f"the execution token is not the live execution lease of task {task_id}: it lapsed, "
+        "was taken over by a new grant, or the execution ended",
+        error_code="ERR_EXECUTION_LEASE_LOST",
+    )
+
+
+async def renew_execution(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, execution_token: str
+) -> Task:
+    """Extend the execution lease by ``SIGNOFF_EXECUTION_LEASE_SECONDS`` from now. A lapsed
+    lease still renews while nobody took the execution over (its token is current).
+
+    Raises:
+        Conflict: ``ERR_EXECUTION_LEASE_LOST``.
+    """
+    step = transition(Action.RENEW_EXECUTION)
+    require_role(principal, step.roles, "renew execution leases")
+    task = await _producer_task(ctx, principal, raw_task_id)
+    now = ctx.now()
+    expires_at = now + timedelta(seconds=ctx.settings.execution_lease_seconds)
+    async with ctx.database.transaction() as uow:
+        renewed = await store.renew_execution(
+            uow.connection,
+            step,
+            task.id,
+            producer_id=principal.principal_id,
+            token_hash=hash_lease_token(execution_token),
+            lease_expires_at=expires_at,
+            now=now,
+        )
+        if renewed is None:
+            raise _lease_lost(task.id)
+        await record_transition(
+            uow, step, renewed, principal, now, {"execution_lease_expires_at": rfc3339(expires_at)}
+        )
+        await uow.commit()
+    return renewed
+
+
 async def finish_action(
     ctx: ServiceContext,
     principal: Principal,
@@ -328,15 +404,19 @@ async def finish_action(
     succeeded: bool,
     operation_id: str,
     result: Any,
+    execution_token: str,
 ) -> dict[str, Any]:
-    """Mark one action completed or failed, idempotently by ``operation_id``. A failed
+    """Mark one action completed or failed under the live execution lease, idempotently by
+    ``operation_id`` (repeating a recorded report returns it, whatever the lease). A failed
     action may be completed later (retried alone); a completed one never changes. The
     task's execution status follows: COMPLETED when all actions are, FAILED if any failed.
+    Once no action is pending the execution lease ends.
 
     Raises:
         NotFound: ``ERR_ACTION_NOT_FOUND``.
-        Conflict: ``ERR_STATE_CONFLICT`` when the task is not executing or the action is
-            already completed under another operation.
+        Conflict: ``ERR_EXECUTION_LEASE_LOST`` (the token is not the live lease);
+            ``ERR_STATE_CONFLICT`` when the action is already completed under another
+            operation.
     """
     step = transition(Action.COMPLETE_ACTION if succeeded else Action.FAIL_ACTION)
     require_role(principal, step.roles, "report actions")
@@ -348,13 +428,22 @@ async def finish_action(
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         # Concurrent reports for different actions must each see the others' results,
-        # or the overall status is computed from a stale snapshot and never completes.
-        await store.lock_task(conn, task.id)
+        # or the overall status is computed from a stale snapshot and never completes;
+        # the lock is taken only under the live lease, so the check and the write are one.
+        held = await store.lock_live_execution(
+            conn, task.id, token_hash=hash_lease_token(execution_token), now=now
+        )
         actions = {a["action_id"]: a for a in await store.list_actions(conn, task.id)}
         if action_id not in actions:
             raise NotFound(
                 f"task {task.id} has no action {action_id!r}", error_code="ERR_ACTION_NOT_FOUND"
             )
+        existing = actions[action_id]
+        if existing["operation_id"] == operation_id and existing["status"] == status.value:
+            current = await task_store.find_task(conn, task.id)
+            return _execution_view(current or task, list(actions.values()))
+        if not held:
+            raise _lease_lost(task.id)
         changed = await store.set_action_status(
             conn,
             task_id=task.id,
@@ -365,9 +454,6 @@ async def finish_action(
             now=now,
         )
         if not changed:
-            existing = actions[action_id]
-            if existing["operation_id"] == operation_id and existing["status"] == status.value:
-                return _execution_view(task, list(actions.values()))
             raise Conflict(
                 f"action {action_id!r} is {existing['status']} "
                 f"under operation {existing['operation_id']!r}",
@@ -382,7 +468,9 @@ async def finish_action(
             if "FAILED" in states
             else ExecutionStatus.EXECUTING
         )
-        updated = await store.set_execution_status(conn, task.id, overall, now)
+        updated = await store.set_execution_status(
+            conn, task.id, overall, now, end_lease="PENDING" not in states
+        )
         await record_transition(
             uow,
             step,
@@ -398,6 +486,28 @@ async def finish_action(
         )
         await uow.commit()
     return _execution_view(updated, latest)
+
+
+async def report_stalled_executions(
+    uow: UnitOfWork, actor: Principal, *, now: datetime, limit: int
+) -> int:
+    """The sweeper's part: raise ``task.execution_stalled`` (audit and webhook event) for
+    each execution lease that lapsed without an outcome, once per lapse. Returns how many."""
+    step = transition(Action.EXECUTION_STALLED)
+    stalled = await store.mark_stalled_executions(uow.connection, step, now=now, limit=limit)
+    for task in stalled:
+        await record_transition(
+            uow,
+            step,
+            task,
+            actor,
+            now,
+            {
+                "operation_id": task.execution_operation_id,
+                "execution_lease_expired_at": rfc3339(task.execution_lease_expires_at),
+            },
+        )
+    return len(stalled)
 
 
 def _execution_view(task: Task, actions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -418,13 +528,26 @@ def _execution_view(task: Task, actions: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def grant_view(grant: ExecutionGrant) -> dict[str, Any]:
+    """A grant with its token and lease, or a completed execution's outcome (no token)."""
     task = grant.task
+    leased = grant.token is not None
     return {
         **_execution_view(task, grant.actions),
         "revision": task.current_revision,
         "digest": task.digest,
         "approved_by": task.operator_id,
         "granted_at": rfc3339(task.executed_at),
+        "execution_token": grant.token,
+        "execution_lease_expires_at": rfc3339(task.execution_lease_expires_at) if leased else None,
+    }
+
+
+def execution_lease_view(task: Task) -> dict[str, Any]:
+    return {
+        "task_id": str(task.id),
+        "execution_status": task.execution_status,
+        "operation_id": task.execution_operation_id,
+        "execution_lease_expires_at": rfc3339(task.execution_lease_expires_at),
     }
 
 

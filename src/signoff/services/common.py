@@ -43,7 +43,8 @@ async def record_transition(
     details: dict[str, Any] | None = None,
 ) -> None:
     """Append the transition's audit event and, if published, its outbox event."""
-    view = task_view(task, now)
+    # Events carry the producer's correlation metadata (its receiver maps them back).
+    view = task_view(task, now, metadata=True)
     await trail.append_audit_event(
         uow.connection,
         task_id=task.id,
@@ -66,6 +67,7 @@ async def record_transition(
             data=view,
             now=now,
         )
+    uow.changed_tasks.add(task.id)
     TRANSITIONS.labels(step.event_type).inc()
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version

@@ -22,8 +22,17 @@ from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
+from signoff.domain.producer import parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
-from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
+from signoff.domain.states import (
+    Action,
+    Decision,
+    ExecutionStatus,
+    Role,
+    TaskStatus,
+    Transition,
+    transition,
+)
 from signoff.domain.tasks import (
     Principal,
     Task,
@@ -74,7 +83,9 @@ class TaskPage:
     next_cursor: str | None
 
 
-async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> EscalationOutcome:
+async def escalate(
+    ctx: ServiceContext, principal: Principal, body: Any, *, traceparent: str | None = None
+) -> EscalationOutcome:
     """Create a review task from a producer's escalation (seed ``000``).
 
     ``body`` is the parsed JSON request. Returns the 201 response, or the replay of the
@@ -90,6 +101,8 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
     step = transition(Action.ESCALATE)
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
+    refuse_unknown_fields(body)
+    producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
     now = ctx.now()
@@ -104,8 +117,13 @@ async def escalate(ctx: ServiceContext, principal: Principal, body: Any) -> Esca
             if stored is None or stored.expires_at <= now:
                 raise
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
-        task = _new_task(request, proposal, waiting, policy, principal, now)
-        response = dumps({"task_id": str(task.id), **task_view(task, now)})
+        task = replace(
+            _new_task(request, proposal, waiting, policy, principal, now),
+            producer_metadata=producer_fields.metadata,
+            traceparent=producer_fields.traceparent,
+        )
+        view = task_view(task, now, metadata=True, traceparent=True)
+        response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
         fresh = await idempotency.claim_idempotency_key(
             conn,
@@ -209,6 +227,8 @@ def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
         "escalation_policy": task.escalation_policy,
         "assigned_group": task.assigned_group,
         "summary": task.summary,
+        "producer_metadata": task.producer_metadata,
+        "traceparent": task.traceparent,
     }
 
 
@@ -532,11 +552,23 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
+    execution_status: ExecutionStatus | None = None,
+    claimed_by: str | None = None,
+    assigned_group: str | None = None,
 ) -> TaskPage:
-    """A page of tasks in creation order. Producers see only their own."""
+    """A page of tasks in creation order. Producers see only their own. ``claimed_by``
+    names a live claim's holder (``me``: the caller)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
-    filters = {"entity_type": entity_type, "entity_id": entity_id, "reason_code": reason_code}
+    if claimed_by == "me":
+        claimed_by = principal.principal_id
+    filters = {
+        "entity_type": entity_type,
+        "entity_id": entity_id,
+        "reason_code": reason_code,
+        "claimed_by": claimed_by,
+        "assigned_group": assigned_group,
+    }
     nul = [
         FieldError(name, "must not contain U+0000")
         for name, v in filters.items()
@@ -557,6 +589,9 @@ async def list_tasks(
             entity_id=entity_id,
             reason_code=reason_code,
             producer_id=principal.principal_id if principal.role is Role.PRODUCER else None,
+            execution_status=execution_status.value if execution_status else None,
+            claimed_by=claimed_by,
+            assigned_group=assigned_group,
         )
     page = list(tasks[:limit])
     next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None

@@ -14,6 +14,7 @@ sign-ins are counted per account and per address; past the limit sign-in is refu
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 import uuid
@@ -22,8 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
@@ -50,8 +49,15 @@ PASSWORD_LINK_HOURS = 24
 SESSION_TOUCH_SECONDS = 60
 """A session's last-seen time is written at most this often (idle lifetime granularity)."""
 
-_hasher = PasswordHasher()
 _dummy_hash: str | None = None
+
+
+@functools.cache
+def _hasher() -> Any:
+    """Argon2id with argon2-cffi's defaults (imported on first use)."""
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
 
 
 def _hash_token(token: str) -> str:
@@ -59,7 +65,7 @@ def _hash_token(token: str) -> str:
 
 
 def hash_password(password: str) -> str:
-    return _hasher.hash(password)
+    return str(_hasher().hash(password))
 
 
 def _verify(password_hash: str | None, password: str) -> bool:
@@ -68,11 +74,13 @@ def _verify(password_hash: str | None, password: str) -> bool:
     global _dummy_hash
     if password_hash is None:
         if _dummy_hash is None:
-            _dummy_hash = _hasher.hash(secrets.token_urlsafe(16))
+            _dummy_hash = hash_password(secrets.token_urlsafe(16))
         password_hash = _dummy_hash
         password = password + "\x00never"
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
-        return _hasher.verify(password_hash, password)
+        return bool(_hasher().verify(password_hash, password))
     except (VerificationError, InvalidHashError):
         return False
 
@@ -376,7 +384,12 @@ async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: date
     window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
     for scope in scopes:
         count, oldest = await store.failures_since(conn, scope, now - window)
-        if count >= ctx.settings.login_max_failures and oldest is not None:
+        limit = (
+            ctx.settings.login_max_failures
+            if scope.startswith("account:")
+            else ctx.settings.login_max_failures_per_address
+        )
+        if count >= limit and oldest is not None:
             retry_at = oldest + window
             wait = max(1, int((retry_at - now).total_seconds()) + 1)
             what = "this account" if scope.startswith("account:") else "this address"

@@ -27,6 +27,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
+from signoff.services import approvals
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
@@ -539,10 +540,15 @@ async def sweep_due(
                 applied += 1
                 if after_each is not None:
                     after_each(updated)
+        stalled = await approvals.report_stalled_executions(
+            uow, SYSTEM_PRINCIPAL, now=now, limit=ctx.settings.sweep_batch_size
+        )
         purged = await purge_expired_idempotency_keys(
             uow.connection, now=now, limit=ctx.settings.sweep_batch_size
         )
         await uow.commit()
     if purged:
         log.info("sweeper.idempotency_keys_purged", keys=purged)
+    if stalled:
+        log.info("sweeper.executions_stalled", tasks=stalled)
     return applied

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy import and_, exists, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,7 +23,7 @@ from signoff.store.tables import (
     task_actions,
     users,
 )
-from signoff.store.tasks import status_in, update_task_if
+from signoff.store.tasks import status_in, task_from_row, update_task_if
 
 T = review_tasks.c
 S = subject_revisions.c
@@ -141,18 +141,25 @@ async def grant_execution(
     revision: int,
     digest: str,
     operation_id: str,
+    token_hash: str,
+    lease_expires_at: datetime,
     now: datetime,
 ) -> Task | None:
     """The execution gate: one conditional update, one winner. It succeeds only if the task
     is approved, ``revision``/``digest`` are both current and the approved ones, the
-    approval has not expired, the approver's key is live and may approve *now*, and no
-    source was revoked."""
+    approval has not expired, the approver's key is live and may approve *now*, no source
+    was revoked, the execution is not completed, and no live execution lease fences
+    another executor. The winner gets a new execution lease under ``token_hash``."""
     conditions = [
         T.id == task_id,
         T.producer_id == producer_id,
         status_in(step.sources),
         T.decision == Decision.APPROVED.value,
-        T.execution_status.is_(None),
+        or_(
+            T.execution_status.is_(None),
+            T.execution_status != ExecutionStatus.COMPLETED.value,
+        ),
+        or_(T.execution_token_hash.is_(None), T.execution_lease_expires_at <= now),
         T.current_revision == revision,
         T.digest == digest,
         T.approved_revision == revision,
@@ -165,8 +172,78 @@ async def grant_execution(
         "execution_status": ExecutionStatus.EXECUTING.value,
         "execution_operation_id": operation_id,
         "executed_at": now,
+        "execution_token_hash": token_hash,
+        "execution_lease_expires_at": lease_expires_at,
+        "execution_stalled_at": None,
     }
     return await update_task_if(conn, conditions, values, now=now)
+
+
+async def renew_execution(
+    conn: AsyncConnection,
+    step: Transition,
+    task_id: uuid.UUID,
+    *,
+    producer_id: str,
+    token_hash: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> Task | None:
+    """Extend the execution lease held under ``token_hash``. A lapsed lease still renews
+    while its token is current (nobody took the execution over meanwhile)."""
+    conditions = [
+        T.id == task_id,
+        T.producer_id == producer_id,
+        status_in(step.sources),
+        T.execution_token_hash == token_hash,
+    ]
+    values = {"execution_lease_expires_at": lease_expires_at, "execution_stalled_at": None}
+    return await update_task_if(conn, conditions, values, now=now)
+
+
+async def lock_live_execution(
+    conn: AsyncConnection, task_id: uuid.UUID, *, token_hash: str, now: datetime
+) -> bool:
+    """Lock the task's row if ``token_hash`` holds its live execution lease (serialising
+    the executor's reports, like :func:`lock_task`); False when it does not."""
+    statement = (
+        select(T.id)
+        .where(
+            T.id == task_id,
+            T.execution_token_hash == token_hash,
+            T.execution_lease_expires_at > now,
+        )
+        .with_for_update()
+    )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def mark_stalled_executions(
+    conn: AsyncConnection, step: Transition, *, now: datetime, limit: int
+) -> list[Task]:
+    """Tasks whose execution lease lapsed without an outcome and was not reported yet:
+    marked (once per lapse: a grant or a renewal clears the mark), returned for their
+    events. ``SKIP LOCKED`` lets sweepers split the work."""
+    lapsed = and_(
+        status_in(step.sources),
+        T.execution_token_hash.is_not(None),
+        T.execution_lease_expires_at <= now,
+        T.execution_stalled_at.is_(None),
+    )
+    candidates = (
+        select(T.id)
+        .where(lapsed)
+        .order_by(T.execution_lease_expires_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    statement = (
+        update(review_tasks)
+        .where(T.id.in_(candidates.scalar_subquery()), lapsed)
+        .values(execution_stalled_at=now, version=T.version + 1, updated_at=now)
+        .returning(*review_tasks.c)
+    )
+    return [task_from_row(row) for row in await conn.execute(statement)]
 
 
 async def approver_authorised(conn: AsyncConnection, task_id: uuid.UUID) -> bool:
@@ -195,8 +272,9 @@ async def revoke_source(
 async def insert_actions(
     conn: AsyncConnection, task_id: uuid.UUID, action_ids: Sequence[str], now: datetime
 ) -> None:
+    """The grant's actions, pending; a grant after a lapse keeps the ones already there."""
     await conn.execute(
-        insert(task_actions),
+        _dialect_insert(conn)(task_actions).on_conflict_do_nothing(),
         [
             {"task_id": task_id, "action_id": a, "status": "PENDING", "updated_at": now}
             for a in action_ids
@@ -244,11 +322,23 @@ async def set_action_status(
 
 
 async def set_execution_status(
-    conn: AsyncConnection, task_id: uuid.UUID, status: ExecutionStatus, now: datetime
+    conn: AsyncConnection,
+    task_id: uuid.UUID,
+    status: ExecutionStatus,
+    now: datetime,
+    *,
+    end_lease: bool = False,
 ) -> Task:
-    task = await update_task_if(
-        conn, [T.id == task_id], {"execution_status": status.value}, now=now
-    )
+    """``end_lease``: every action has an outcome, so the execution lease ends (a failed
+    action may then be retried under a new grant)."""
+    values: dict[str, Any] = {"execution_status": status.value}
+    if end_lease:
+        values |= {
+            "execution_token_hash": None,
+            "execution_lease_expires_at": None,
+            "execution_stalled_at": None,
+        }
+    task = await update_task_if(conn, [T.id == task_id], values, now=now)
     assert task is not None  # the caller holds the task's row lock
     return task
 

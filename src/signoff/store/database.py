@@ -9,6 +9,7 @@ process-wide lock in Python: it would hide the races that appear with several pr
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from signoff.settings import Settings, async_database_url
+from signoff.store.changes import TaskChanges
 
 _WRITE = "signoff_write"
 
@@ -65,6 +67,8 @@ class UnitOfWork:
         self.wrote_outbox = False
         """Set by whoever appends to the outbox; the commit then wakes this process's
         dispatcher (PostgreSQL also notifies other processes, through a trigger)."""
+        self.changed_tasks: set[uuid.UUID] = set()
+        """Tasks this transaction changed; the commit wakes their long-poll waiters."""
 
     @property
     def dialect(self) -> str:
@@ -75,6 +79,8 @@ class UnitOfWork:
         self._committed = True
         if self.wrote_outbox:
             self._database.outbox_committed.set()
+        if self.changed_tasks:
+            self._database.changes.changed(self.changed_tasks)
 
 
 class Database:
@@ -83,6 +89,8 @@ class Database:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.outbox_committed = asyncio.Event()
+        self.changes = TaskChanges(_listen_url(engine))
+        """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
 
     @property
     def dialect(self) -> str:
@@ -108,4 +116,13 @@ class Database:
             await uow.connection.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        await self.changes.close()
         await self.engine.dispose()
+
+
+def _listen_url(engine: AsyncEngine) -> str | None:
+    """A plain libpq URL for the shared listener (PostgreSQL only)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    url = engine.url.set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)

@@ -119,6 +119,15 @@ review_tasks = Table(
     Column("escalation_policy", JsonText),
     Column("assigned_group", Text),
     Column("summary", JsonText),
+    # Producers' side (agents): the producer's own correlation and trace context, never
+    # shown to reviewers; the execution lease that fences an executor; the revision whose
+    # approval a new revision invalidated (to name that refusal precisely).
+    Column("producer_metadata", JsonText),
+    Column("traceparent", String(55)),
+    Column("execution_token_hash", String(64)),
+    Column("execution_lease_expires_at", UtcDateTime),
+    Column("execution_stalled_at", UtcDateTime),
+    Column("invalidated_revision", Integer),
     # Seed 000 section 2: one active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
@@ -146,6 +155,13 @@ review_tasks = Table(
     ),
     Index("ix_review_tasks_listing", "created_at", "id"),
     Index("ix_review_tasks_producer", "producer_id", "created_at"),
+    # The sweeper looks for execution leases that lapsed without an outcome.
+    Index(
+        "ix_review_tasks_execution_lease",
+        "execution_lease_expires_at",
+        postgresql_where=text("execution_token_hash IS NOT NULL"),
+        sqlite_where=text("execution_token_hash IS NOT NULL"),
+    ),
 )
 
 #: Immutable revisions of a task's subject (seed 003). Revision 1 comes with the escalation.

@@ -278,6 +278,9 @@ async def list_tasks(
     entity_id: str | None = None,
     reason_code: str | None = None,
     producer_id: str | None = None,
+    execution_status: str | None = None,
+    claimed_by: str | None = None,
+    assigned_group: str | None = None,
 ) -> Sequence[Task]:
     """Tasks in creation order (oldest first), keyset-paginated after ``(created_at, id)``.
 
@@ -301,9 +304,17 @@ async def list_tasks(
         (T.entity_id, entity_id),
         (T.reason_code, reason_code),
         (T.producer_id, producer_id),
+        (T.execution_status, execution_status),
+        (T.assigned_group, assigned_group),
     ):
         if value is not None:
             statement = statement.where(column == value)
+    if claimed_by is not None:  # a live claim only, like the status filter
+        statement = statement.where(
+            T.status == TaskStatus.CLAIMED.value,
+            T.lease_expires_at > now,
+            T.claimed_by == claimed_by,
+        )
     if after is not None:
         created_at, task_id = after
         statement = statement.where(

@@ -20,6 +20,7 @@ from signoff.store.tables import (
     notifications,
     resume_tokens,
     review_tasks,
+    users,
 )
 from signoff.store.tasks import LEASE_CLEARED, status_in, task_from_row, update_task_if
 
@@ -169,10 +170,22 @@ async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[d
     principals = {t.split(":", 1)[1] for t in targets if t.startswith("principal:")}
     if not groups and not principals:
         return []
-    rows = await conn.execute(
-        select(api_keys.c.id, api_keys.c.principal_id, api_keys.c.email, api_keys.c.groups)
-        .where(api_keys.c.revoked_at.is_(None), api_keys.c.role.in_([r.value for r in REVIEWERS]))
-        .order_by(api_keys.c.created_at)
+    rows = list(
+        await conn.execute(
+            select(api_keys.c.id, api_keys.c.principal_id, api_keys.c.email, api_keys.c.groups)
+            .where(
+                api_keys.c.revoked_at.is_(None), api_keys.c.role.in_([r.value for r in REVIEWERS])
+            )
+            .order_by(api_keys.c.created_at)
+        )
+    )
+    # Console users are principals too (their id plays the part of the key id).
+    rows += list(
+        await conn.execute(
+            select(users.c.id, users.c.principal_id, users.c.email, users.c.groups)
+            .where(users.c.disabled_at.is_(None), users.c.role.in_([r.value for r in REVIEWERS]))
+            .order_by(users.c.created_at)
+        )
     )
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -189,7 +202,8 @@ async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[d
 
 
 async def key_for_principal(conn: AsyncConnection, principal_id: str) -> uuid.UUID | None:
-    """The principal's oldest live reviewer or supervisor key (an approval is bound to it)."""
+    """The principal's oldest live reviewer or supervisor key (an approval is bound to it),
+    else their console user's id when the user is enabled with such a role."""
     row = (
         await conn.execute(
             select(api_keys.c.id)
@@ -202,7 +216,18 @@ async def key_for_principal(conn: AsyncConnection, principal_id: str) -> uuid.UU
             .limit(1)
         )
     ).first()
-    return row.id if row else None
+    if row is not None:
+        return row.id  # type: ignore[no-any-return]
+    user = (
+        await conn.execute(
+            select(users.c.id).where(
+                users.c.principal_id == principal_id,
+                users.c.disabled_at.is_(None),
+                users.c.role.in_([r.value for r in REVIEWERS]),
+            )
+        )
+    ).first()
+    return user.id if user else None
 
 
 # Resume tokens -------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wan
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
+    review_tasks,
     webhook_deliveries,
     webhook_endpoints,
 )
@@ -203,6 +204,8 @@ class ClaimedDelivery:
     secrets_newest_first: tuple[str, ...]
     event_id: uuid.UUID
     payload: dict[str, Any]
+    traceparent: str | None = None
+    """The W3C ``traceparent`` the task was escalated with, sent as a header."""
 
 
 async def claim_due_deliveries(
@@ -258,9 +261,11 @@ async def claim_due_deliveries(
             E.previous_secret_expires_at,
             O.id.label("event_id"),
             O.payload,
+            review_tasks.c.traceparent,
         )
         .join(webhook_endpoints, E.id == D.endpoint_id)
         .join(outbox_events, O.id == D.event_id)
+        .outerjoin(review_tasks, review_tasks.c.id == O.task_id)
         .where(D.id.in_(list(attempts)))
     )
     result = []
@@ -281,6 +286,7 @@ async def claim_due_deliveries(
                 secrets_newest_first=tuple(live),
                 event_id=row.event_id,
                 payload=row.payload,
+                traceparent=row.traceparent,
             )
         )
     return result

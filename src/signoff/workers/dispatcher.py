@@ -38,14 +38,13 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
-from signoff.settings import async_database_url
+from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
 from signoff.workers.listen import Listener
 
 log = structlog.get_logger("signoff.dispatcher")
 
-NOTIFY_CHANNEL = "signoff_outbox"
 MAX_STORED_RESPONSE = 1024
 
 
@@ -100,6 +99,8 @@ class Dispatcher:
             "User-Agent": "Signoff-Webhooks/1",
             "Host": target.host_header,
         }
+        if delivery.traceparent:  # W3C trace context of the escalation this event is about
+            headers["traceparent"] = delivery.traceparent
         extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
         try:
             # One deadline for the whole attempt: httpx's timeout is per read, so a
@@ -187,10 +188,10 @@ class Dispatcher:
         flight, so one slow receiver never holds up the rest. On stop, the attempts in
         flight finish and are recorded before this returns."""
         listener = self.listener
-        stop_listening = asyncio.Event()
-        listening = (
-            asyncio.create_task(listener.run(stop_listening)) if listener is not None else None
-        )
+        # The process's one shared listener (store/changes.py) wakes us and long-polls.
+        changes = self.context.database.changes
+        unsubscribe = changes.subscribe(self._wake.set)
+        await changes.start()
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
         try:
@@ -217,13 +218,7 @@ class Dispatcher:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
-            stop_listening.set()
-            if listening is not None:
-                # A connection attempt under way is not worth waiting for.
-                done, _ = await asyncio.wait({listening}, timeout=2)
-                if not done:
-                    listening.cancel()
-                    await asyncio.gather(listening, return_exceptions=True)
+            unsubscribe()
             await self._client.aclose()
 
     def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
@@ -251,10 +246,7 @@ class Dispatcher:
             waiter.cancel()
 
     def _listener(self) -> Listener | None:
-        """On PostgreSQL, a LISTEN on the outbox channel that wakes this dispatcher and is
-        made again whenever its connection is lost; SQLite has none (it polls)."""
-        url = async_database_url(self.settings.database_url)
-        if not url.startswith("postgresql"):
-            return None
-        dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        return Listener(dsn, NOTIFY_CHANNEL, self._wake.set)
+        """On PostgreSQL, the process's shared LISTEN on the outbox channel (it wakes this
+        dispatcher and long-poll waiters, and is made again whenever its connection is
+        lost); SQLite has none (it polls)."""
+        return self.context.database.changes.listener

@@ -29,7 +29,9 @@ class Listener:
     ``retry_max_seconds``; :meth:`nudge` cuts a wait short (the dispatcher calls it when
     its own queries succeed again, so listening resumes as soon as the database is back).
     ``check_seconds``: how often an idle connection is probed, so a connection that died
-    without a goodbye (a cut network) is noticed too.
+    without a goodbye (a cut network) is noticed too. ``on_payload``, when given, receives
+    each notification's payload instead of ``on_notify`` (which is then called only when
+    listening starts).
     """
 
     def __init__(
@@ -42,10 +44,12 @@ class Listener:
         retry_max_seconds: float = 30.0,
         check_seconds: float = 30.0,
         connect_timeout_seconds: float = 10.0,
+        on_payload: Callable[[str], None] | None = None,
     ) -> None:
         self.dsn = dsn
         self.channel = channel
         self._on_notify = on_notify
+        self._on_payload = on_payload
         self._retry_initial = retry_initial_seconds
         self._retry_max = retry_max_seconds
         self._check_seconds = check_seconds
@@ -115,8 +119,11 @@ class Listener:
             lost_at = time.monotonic()
             log.warning("listen.lost", channel=self.channel, reason=reason)
 
-    def _notified(self, *_args: Any) -> None:
-        self._on_notify()
+    def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._on_payload is not None:
+            self._on_payload(payload)
+        else:
+            self._on_notify()
 
     async def _watch(
         self, connection: asyncpg.Connection, closed: asyncio.Event, stop: asyncio.Event

@@ -8,13 +8,16 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from starlette.responses import Response
 
 from signoff.api.deps import (
+    EXECUTION_TOKEN_PARAMETER,
     Caller,
     Context,
+    ExecutionTokenHeader,
     json_response,
     model_body_doc,
     problems,
     read_json_body,
     read_model,
+    require_execution_token,
     required_header,
 )
 from signoff.api.schemas import (
@@ -23,6 +26,7 @@ from signoff.api.schemas import (
     DiffOut,
     ExecuteRequest,
     ExecutionGrantOut,
+    ExecutionLeaseOut,
     ExecutionOut,
     ReviseSubjectRequest,
     RevisionListOut,
@@ -30,7 +34,7 @@ from signoff.api.schemas import (
     TaskOut,
 )
 from signoff.domain.clock import rfc3339
-from signoff.domain.tasks import task_view
+from signoff.domain.tasks import view_for
 from signoff.services import approvals
 
 router = APIRouter(prefix="/tasks", tags=["approvals"])
@@ -65,7 +69,7 @@ async def revise_subject(
     body = await read_json_body(request)
     task = await approvals.revise_subject(context, caller, task_id, if_match=if_match, body=body)
     return json_response(
-        task_view(task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
+        view_for(caller, task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
     )
 
 
@@ -133,8 +137,16 @@ async def execute(task_id: str, request: Request, context: Context, caller: Call
 
 
 async def _finish(
-    task_id: str, action_id: str, request: Request, context: Context, caller: Caller, *, ok: bool
+    task_id: str,
+    action_id: str,
+    request: Request,
+    context: Context,
+    caller: Caller,
+    x_execution_token: str | None,
+    *,
+    ok: bool,
 ) -> Response:
+    token = require_execution_token(x_execution_token)
     body = await read_model(request, ActionResultRequest)
     view = await approvals.finish_action(
         context,
@@ -144,34 +156,66 @@ async def _finish(
         succeeded=ok,
         operation_id=body.operation_id,
         result=body.result,
+        execution_token=token,
     )
     return json_response(view)
 
 
 @router.post(
+    "/{task_id}/execution/renew",
+    response_model=None,
+    responses={200: {"model": ExecutionLeaseOut}, **problems(400, 404, 409)},
+    summary="Extend the execution lease (producer; X-Execution-Token)",
+    openapi_extra={"parameters": [EXECUTION_TOKEN_PARAMETER]},
+)
+async def renew_execution(
+    task_id: str, context: Context, caller: Caller, x_execution_token: ExecutionTokenHeader = None
+) -> Response:
+    token = require_execution_token(x_execution_token)
+    task = await approvals.renew_execution(context, caller, task_id, token)
+    return json_response(approvals.execution_lease_view(task))
+
+
+@router.post(
     "/{task_id}/actions/{action_id}/complete",
     response_model=None,
-    openapi_extra=model_body_doc(ActionResultRequest),
+    openapi_extra={
+        **model_body_doc(ActionResultRequest),
+        "parameters": [EXECUTION_TOKEN_PARAMETER],
+    },
     responses={200: {"model": ExecutionOut}, **problems(400, 404, 409, 413, 422)},
-    summary="Report an action done (idempotent by operation_id)",
+    summary="Report an action done under the execution lease (idempotent by operation_id)",
 )
 async def complete_action(
-    task_id: str, action_id: str, request: Request, context: Context, caller: Caller
+    task_id: str,
+    action_id: str,
+    request: Request,
+    context: Context,
+    caller: Caller,
+    x_execution_token: ExecutionTokenHeader = None,
 ) -> Response:
-    return await _finish(task_id, action_id, request, context, caller, ok=True)
+    return await _finish(task_id, action_id, request, context, caller, x_execution_token, ok=True)
 
 
 @router.post(
     "/{task_id}/actions/{action_id}/fail",
     response_model=None,
-    openapi_extra=model_body_doc(ActionResultRequest),
+    openapi_extra={
+        **model_body_doc(ActionResultRequest),
+        "parameters": [EXECUTION_TOKEN_PARAMETER],
+    },
     responses={200: {"model": ExecutionOut}, **problems(400, 404, 409, 413, 422)},
-    summary="Report an action failed; it may be retried alone",
+    summary="Report an action failed under the execution lease; it may be retried alone",
 )
 async def fail_action(
-    task_id: str, action_id: str, request: Request, context: Context, caller: Caller
+    task_id: str,
+    action_id: str,
+    request: Request,
+    context: Context,
+    caller: Caller,
+    x_execution_token: ExecutionTokenHeader = None,
 ) -> Response:
-    return await _finish(task_id, action_id, request, context, caller, ok=False)
+    return await _finish(task_id, action_id, request, context, caller, x_execution_token, ok=False)
 
 
 @router.post(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -32,47 +32,50 @@ from signoff.api.schemas import (
     TaskPageOut,
     TaskWithViewOut,
 )
-from signoff.domain.escalation import contract_schema
-from signoff.domain.revisions import SUBJECT_FIELDS_SCHEMA
-from signoff.domain.states import Decision, TaskStatus
-from signoff.domain.tasks import task_view
-from signoff.domain.waiting import WAITING_FIELDS_SCHEMA
+from signoff.domain.producer import escalation_schema
+from signoff.domain.states import Decision, ExecutionStatus, TaskStatus
+from signoff.domain.tasks import Principal, view_for
+from signoff.errors import FieldError, validation_error
 from signoff.services import approvals as approval_service
-from signoff.services import common
+from signoff.services import common, longpoll
 from signoff.services import tasks as task_service
 from signoff.services.tasks import LeaseGrant
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 
-
-def escalation_body_schema() -> dict[str, Any]:
-    """The escalation contract plus Signoff's optional fields (subject, policy)."""
-    schema = dict(contract_schema())
-    schema["properties"] = {
-        **schema["properties"],
-        **SUBJECT_FIELDS_SCHEMA["properties"],
-        **WAITING_FIELDS_SCHEMA["properties"],
-    }
-    return schema
+TRACEPARENT_PARAMETER = {
+    "name": "traceparent",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "W3C Trace Context; kept with the task and sent on its webhook deliveries "
+    "(an invalid value is ignored).",
+}
 
 
-def _grant(context: Context, grant: LeaseGrant) -> Response:
-    return json_response({**task_view(grant.task, context.now()), "lease_token": grant.lease_token})
+def _grant(context: Context, caller: Principal, grant: LeaseGrant) -> Response:
+    view = view_for(caller, grant.task, context.now())
+    return json_response({**view, "lease_token": grant.lease_token})
 
 
 @router.post(
     "/escalate",
     status_code=201,
     response_model=None,
-    openapi_extra=body_doc(escalation_body_schema()),
+    openapi_extra={
+        **body_doc(escalation_schema()),
+        "parameters": [TRACEPARENT_PARAMETER],
+    },
     responses={201: {"model": EscalationCreated}, **problems(400, 409, 413, 422)},
     summary="Escalate work to human review",
 )
 async def escalate(request: Request, context: Context, caller: Caller) -> Response:
     """Create a review task. Replays the first response (with ``Idempotent-Replayed:
-    true``) for the same idempotency key and body within ``SIGNOFF_IDEMPOTENCY_TTL_SECONDS``."""
+    true``) for the same idempotency key and body within ``SIGNOFF_IDEMPOTENCY_TTL_SECONDS``.
+    A valid W3C ``traceparent`` header is kept with the task and sent on its webhooks."""
     body = await read_json_body(request)
-    outcome = await task_service.escalate(context, caller, body)
+    traceparent = request.headers.get("traceparent")
+    outcome = await task_service.escalate(context, caller, body, traceparent=traceparent)
     headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
     if outcome.status_code == 201:
         headers["Location"] = f"/tasks/{json.loads(outcome.body)['id']}"
@@ -99,7 +102,7 @@ async def claim_next(request: Request, context: Context, caller: Caller) -> Resp
         reason_code=body.reason_code,
         operator_id=body.operator_id,
     )
-    return Response(status_code=204) if grant is None else _grant(context, grant)
+    return Response(status_code=204) if grant is None else _grant(context, caller, grant)
 
 
 @router.post(
@@ -112,7 +115,9 @@ async def claim_next(request: Request, context: Context, caller: Caller) -> Resp
 async def claim(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
     body = await read_model(request, ClaimRequest, optional=True)
     return _grant(
-        context, await task_service.claim(context, caller, task_id, operator_id=body.operator_id)
+        context,
+        caller,
+        await task_service.claim(context, caller, task_id, operator_id=body.operator_id),
     )
 
 
@@ -127,7 +132,7 @@ async def renew(
     task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
 ) -> Response:
     task = await task_service.renew(context, caller, task_id, require_lease_token(x_lease_token))
-    return json_response(task_view(task, context.now()))
+    return json_response(view_for(caller, task, context.now()))
 
 
 @router.post(
@@ -141,7 +146,7 @@ async def release(
     task_id: str, context: Context, caller: Caller, x_lease_token: LeaseTokenHeader = None
 ) -> Response:
     task = await task_service.release(context, caller, task_id, require_lease_token(x_lease_token))
-    return json_response(task_view(task, context.now()))
+    return json_response(view_for(caller, task, context.now()))
 
 
 @router.post(
@@ -172,7 +177,7 @@ async def resolve(
         revision=body.revision,
         digest=body.digest,
     )
-    return json_response(task_view(task, context.now()))
+    return json_response(view_for(caller, task, context.now()))
 
 
 @router.get(
@@ -188,6 +193,11 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
+    execution_status: ExecutionStatus | None = None,
+    claimed_by: Annotated[
+        str | None, Query(description="A live claim's holder; `me` for the caller.")
+    ] = None,
+    assigned_group: str | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=task_service.MAX_PAGE_SIZE)] = 50,
 ) -> Response:
@@ -200,24 +210,58 @@ async def list_tasks(
         entity_type=entity_type,
         entity_id=entity_id,
         reason_code=reason_code,
+        execution_status=execution_status,
+        claimed_by=claimed_by,
+        assigned_group=assigned_group,
     )
     now = context.now()
     return json_response(
-        {"items": [task_view(t, now) for t in page.tasks], "next_cursor": page.next_cursor}
+        {"items": [view_for(caller, t, now) for t in page.tasks], "next_cursor": page.next_cursor}
     )
 
 
 @router.get(
     "/{task_id}",
     response_model=None,
-    responses={200: {"model": TaskWithViewOut}, **problems(404)},
-    summary="One task",
+    responses={200: {"model": TaskWithViewOut}, **problems(404, 422)},
+    summary="One task (optionally waiting for it to change: long-poll)",
 )
-async def get_task(task_id: str, context: Context, caller: Caller) -> Response:
+async def get_task(
+    task_id: str,
+    context: Context,
+    caller: Caller,
+    wait: Annotated[
+        float | None,
+        Query(
+            gt=0,
+            le=longpoll.MAX_WAIT_SECONDS,
+            description="Long-poll: answer as soon as the task's version exceeds "
+            "after_version, or after this many seconds with the task unchanged.",
+        ),
+    ] = None,
+    after_version: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=2**31 - 1,
+            description="With wait: the version you have seen (default: the current one).",
+        ),
+    ] = None,
+) -> Response:
     """With a subject: ``ETag: "<revision>"`` (use it as ``If-Match`` to revise), and for
-    reviewers ``last_viewed_revision``, the revision they had seen before."""
-    task = await common.get_task(context, caller, task_id)
-    body = task_view(task, context.now())
+    reviewers ``last_viewed_revision``, the revision they had seen before.
+
+    With ``wait``: a long-poll that holds no database connection while it waits; the
+    answer is always 200 with the task, changed or not (compare ``version``)."""
+    if wait is None:
+        if after_version is not None:
+            raise validation_error([FieldError("after_version", "needs wait")])
+        task = await common.get_task(context, caller, task_id)
+    else:
+        task = await longpoll.wait_for_task(
+            context, caller, task_id, wait=wait, after_version=after_version
+        )
+    body = view_for(caller, task, context.now())
     if not task.has_subject:
         return json_response(body)
     body["last_viewed_revision"] = await approval_service.note_view(context, caller, task)

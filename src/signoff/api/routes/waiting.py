@@ -23,7 +23,7 @@ from signoff.api.deps import (
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
 from signoff.domain.states import Decision
-from signoff.domain.tasks import task_view
+from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
 from signoff.services import keys, waiting
 from signoff.services.waiting import LinkState
@@ -143,7 +143,9 @@ async def delete_policy(name: str, context: Context, caller: Caller) -> Response
     summary="Withdraw a waiting task (producer)",
 )
 async def cancel(task_id: str, context: Context, caller: Caller) -> Response:
-    return json_response(task_view(await waiting.cancel(context, caller, task_id), context.now()))
+    return json_response(
+        view_for(caller, await waiting.cancel(context, caller, task_id), context.now())
+    )
 
 
 @router.get(

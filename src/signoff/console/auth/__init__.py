@@ -26,7 +26,7 @@ The contract the console pages code against::
   groups) behind ``SignedIn`` for templates, or ``None``.
 - ``install_auth(app)`` — mounts ``/console/login``, ``/console/logout`` (POST, with the
   CSRF token), ``/console/set-password/{token}`` and single sign-on, and the handlers
-  above. :func:`signoff.console.routes.install_console` calls it.
+  above. :func:`signoff.api.app.create_app` calls it.
 
 Sessions are server-side rows; the cookie (``signoff_session``: HttpOnly, SameSite=Lax,
 Secure when ``SIGNOFF_PUBLIC_BASE_URL`` is https) carries a random id signed with
@@ -52,6 +52,7 @@ from signoff.console.auth.core import (
     wants_fragment,
 )
 from signoff.console.rendering import environment, render
+from signoff.settings import Settings
 
 __all__ = [
     "CsrfChecked",
@@ -63,9 +64,14 @@ __all__ = [
 ]
 
 
-def install_auth(app: FastAPI) -> None:
-    """Add the sign-in pages and the handlers behind ``SignedIn`` and ``CsrfChecked``."""
+def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
+    """Add the sign-in pages and the handlers behind ``SignedIn`` and ``CsrfChecked``
+    (once per app; :func:`signoff.api.app.create_app` calls it)."""
     from signoff.console.auth import oidc, pages
+
+    if getattr(app.state, "console_auth_installed", False):
+        return
+    app.state.console_auth_installed = True
 
     environment.globals["csrf_token"] = csrf_token
     environment.globals["signed_in_user"] = signed_in_user
@@ -102,5 +108,5 @@ def install_auth(app: FastAPI) -> None:
             action_label="Reload the page",
         )
 
-    oidc.install(app)
+    oidc.install(app, settings or Settings())
     app.include_router(pages.router)

@@ -1,0 +1,103 @@
+"""Single sign-on through a real OpenID Connect provider (``oidc-provider-mock``, run on a
+free port), in a real browser, against ``signoff serve`` on both engines."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from oidc_provider_mock import run_server_in_thread
+from playwright.sync_api import Page, expect
+
+from tests.browser.support import ConsoleServer, serve_console
+from tests.conftest import ENGINES
+
+pytestmark = pytest.mark.filterwarnings("ignore:get_jwt_config:DeprecationWarning")
+
+ROLE_MAP = {"payments-reviewers": "reviewer", "ops-leads": "supervisor"}
+
+
+@pytest.fixture(scope="module")
+def identity_provider() -> Iterator[str]:
+    with run_server_in_thread() as server:
+        yield f"http://localhost:{server.server_port}"
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def sso_server(
+    request: pytest.FixtureRequest,
+    identity_provider: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ConsoleServer]:
+    engine = str(request.param)
+    with serve_console(
+        engine,
+        tmp_path_factory.mktemp(f"sso-{engine}"),
+        SIGNOFF_OIDC_ISSUER=identity_provider,
+        SIGNOFF_OIDC_CLIENT_ID="signoff-console",
+        SIGNOFF_OIDC_CLIENT_SECRET="client-secret-for-tests",
+        SIGNOFF_OIDC_ROLE_MAP=json.dumps(ROLE_MAP),
+    ) as server:
+        yield server
+
+
+def _person(identity_provider: str, groups: list[str]) -> str:
+    """A person known to the provider, with these groups; returns their ``sub``."""
+    sub = f"sub-{uuid.uuid4().hex[:8]}"
+    claims = {
+        "preferred_username": f"olga-{sub[-8:]}",
+        "email": f"olga-{sub[-8:]}@example.com",
+        "groups": groups,
+    }
+    response = httpx.put(f"{identity_provider}/users/{sub}", json=claims, timeout=10)
+    assert response.status_code == 204, response.text
+    return sub
+
+
+def _sign_in_with_sso(page: Page, sub: str) -> None:
+    page.goto("/console/login?next=/console/account")
+    page.get_by_role("button", name="Sign in with SSO").click()
+    page.get_by_placeholder("sub").fill(sub)  # the provider's own sign-in form
+    page.get_by_role("button", name="Authorize").click()
+
+
+def test_sso_signs_in_with_the_role_the_groups_map_to(
+    open_page: Callable[..., Page], sso_server: ConsoleServer, identity_provider: str
+) -> None:
+    sub = _person(identity_provider, ["ops-leads", "payments-reviewers", "unrelated"])
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, sub)
+    page.wait_for_url(lambda url: urlsplit(url).path == "/console/account")
+    facts = page.locator("dl")
+    expect(facts).to_contain_text(f"olga-{sub[-8:]}")
+    expect(facts).to_contain_text("supervisor")  # the highest mapped role
+    expect(facts).to_contain_text("ops-leads, payments-reviewers, unrelated")
+    expect(facts).to_contain_text("single sign-on")
+    with sso_server.admin() as admin:
+        users = {u["principal_id"]: u for u in admin.get("/users").json()["items"]}
+    assert users[f"olga-{sub[-8:]}"]["source"] == "oidc"
+    # The same principal works against the API's rules: disabling ends the session.
+    with sso_server.admin() as admin:
+        assert admin.post(f"/users/olga-{sub[-8:]}/disable").status_code == 200
+    page.goto("/console/account")
+    assert urlsplit(page.url).path == "/console/login"
+    _sign_in_with_sso(page, sub)
+    expect(page.get_by_role("alert")).to_contain_text("disabled")
+
+
+def test_sso_refuses_someone_in_no_mapped_group_and_says_why(
+    open_page: Callable[..., Page], sso_server: ConsoleServer, identity_provider: str
+) -> None:
+    sub = _person(identity_provider, ["marketing"])
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, sub)
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("in none of the groups that may use Signoff")
+    expect(alert).to_contain_text("ops-leads, payments-reviewers")
+    expect(page.get_by_role("link", name="Back to the sign-in page")).to_be_visible()
+    page.goto("/console/account")
+    assert urlsplit(page.url).path == "/console/login"  # no session was opened
