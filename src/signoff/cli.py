@@ -135,6 +135,14 @@ def describe_database_error(exc: BaseException, settings: Settings) -> str | Non
 
 def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` the coroutine; a database that cannot be used becomes a UserError."""
+    url = make_url(settings.database_url)
+    if url.drivername.startswith("sqlite") and url.database and url.database != ":memory:":
+        folder = os.path.dirname(os.path.abspath(url.database))
+        if not os.path.isdir(folder):
+            coroutine.close()
+            raise UserError(
+                f"cannot open the SQLite file {url.database}: the folder {folder} does not exist"
+            )
     try:
         return asyncio.run(coroutine)
     except Exception as exc:

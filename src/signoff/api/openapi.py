@@ -33,6 +33,7 @@ PROBLEM_JSON = "application/problem+json"
 #   503 ERR_NOT_READY           every operation that reads the database
 #   400 ERR_MALFORMED_JSON, 413 ERR_PAYLOAD_TOO_LARGE, 422 ERR_VALIDATION
 #                               operations with a request body
+#   422 ERR_VALIDATION          operations with query parameters or typed path parameters
 # An operation that can return none of its own: an empty dict.
 
 FORBIDDEN: tuple[str, ...] = ("ERR_FORBIDDEN",)
@@ -338,6 +339,13 @@ def error_codes(key: str, operation: dict[str, Any]) -> dict[int, list[str]]:
         add(401, "ERR_UNAUTHENTICATED")
     if key not in NO_DATABASE:
         add(503, "ERR_NOT_READY")
+    checked = [
+        p
+        for p in operation.get("parameters", [])
+        if p.get("in") == "query" or p.get("schema", {}).get("type") not in (None, "string")
+    ]
+    if checked:  # FastAPI validates them: 422 with the parameter named in errors[]
+        add(422, "ERR_VALIDATION")
     if "requestBody" in operation:
         add(400, "ERR_MALFORMED_JSON")
         add(413, "ERR_PAYLOAD_TOO_LARGE")
