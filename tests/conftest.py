@@ -37,6 +37,7 @@ POSTGRES_URL = os.environ.get(
     "SIGNOFF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 ENGINES = ["sqlite", "postgresql"]
+TEST_ENCRYPTION_KEY = "I-CYXlLA4nYXSgfTkkDkZ5bGeV5WZsbGvUWTF9Yc0r8="
 TABLES = ", ".join(table.name for table in reversed(metadata.sorted_tables))
 
 
@@ -100,7 +101,12 @@ def database_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 @pytest.fixture
 def make_settings(database_url: str):  # type: ignore[no-untyped-def]
     def make(**overrides: object) -> Settings:
-        values: dict[str, object] = {"database_url": database_url, "bootstrap_admin_key": ADMIN_KEY}
+        values: dict[str, object] = {
+            "database_url": database_url,
+            "bootstrap_admin_key": ADMIN_KEY,
+            # A fixed key, so no test writes a key file into the working directory.
+            "encryption_keys": TEST_ENCRYPTION_KEY,
+        }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
 
@@ -144,3 +150,12 @@ def own_postgres_database(own_postgres: Cluster) -> str:
 
     asyncio.run(migrate())
     return url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright's synchronous API drives an event loop on the
+    main thread, and ``asyncio.run`` (which the other tests' fixtures use) refuses to start
+    while one is running."""
+    browser = [item for item in items if "tests/browser/" in item.nodeid]
+    others = [item for item in items if "tests/browser/" not in item.nodeid]
+    items[:] = others + browser

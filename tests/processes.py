@@ -20,7 +20,7 @@ import httpx
 from tests.pgcluster import free_port
 
 
-def wait_for(condition: Callable[[], object], *, seconds: float = 30, what: str = "") -> None:
+def wait_for(condition: Callable[[], object], *, seconds: float = 90, what: str = "") -> None:
     """Poll ``condition`` until true; fail after ``seconds`` (a bound, not a clock)."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -90,6 +90,11 @@ class Process:
         _value: BaseException | None,
         _traceback: TracebackType | None,
     ) -> None:
+        if _type is not None and self.log.exists():  # shown with the failure
+            tail = self.log.read_text(errors="replace").splitlines()[-40:]
+            print(
+                f"--- signoff {' '.join(self.args)}: last lines of {self.log} ---", *tail, sep="\n"
+            )
         if self.alive():
             assert self.process is not None
             with_group = self.process.pid

@@ -3,23 +3,30 @@ get in."""
 
 from __future__ import annotations
 
+from signoff.crypto import load_keyring
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.services.keys import ensure_admin_key
+from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
 from signoff.store.migrate import upgrade
 
 
 async def prepare_database(settings: Settings, *, clock: Clock | None = None) -> str | None:
-    """Migrate the schema to the newest revision and ensure an admin key exists.
+    """Load (on first start: create) the encryption key, migrate the schema to the newest
+    revision, re-encrypt stored secrets with the newest key, and ensure an admin key
+    exists.
 
     Returns a newly generated admin key secret to show once, or ``None``.
     """
     database = Database(create_engine(settings))
     try:
-        await upgrade(database.engine)
+        # The key is loaded (on first start: created) only once the database answered, and
+        # by the migration only if it has secrets to encrypt.
+        await upgrade(database.engine, keyring=lambda: load_keyring(settings))
         context = ServiceContext(database=database, settings=settings, clock=clock or SystemClock())
+        await reencrypt_with_newest_key(context)
         return await ensure_admin_key(context)
     finally:
         await database.dispose()

@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 
 from signoff import __version__
 from signoff.bootstrap import prepare_database
+from signoff.crypto import KeyringError
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
 from signoff.logs import configure_logging, server_log_config
@@ -145,6 +146,8 @@ def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> 
             )
     try:
         return asyncio.run(coroutine)
+    except KeyringError as exc:  # the encryption key of stored secrets (signoff.crypto)
+        raise UserError(str(exc)) from None
     except Exception as exc:
         message = describe_database_error(exc, settings)
         if message is None:
@@ -533,6 +536,17 @@ def listen(
         pass
     finally:
         server.server_close()
+
+
+@app.command("generate-encryption-key")
+def generate_encryption_key() -> None:
+    """Print a new key for SIGNOFF_ENCRYPTION_KEYS (which encrypts webhook secrets and
+    unsent resume links at rest). To rotate: put the new key first, keep the old ones
+    after it, restart every replica (each re-encrypts with the newest key on start),
+    then drop the old key."""
+    from signoff.crypto import generate_key
+
+    typer.echo(generate_key())
 
 
 @app.command("mcp")

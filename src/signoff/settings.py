@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     webhook_attempt_lease_seconds: float = Field(default=60, gt=0)
     webhook_allow_private_networks: bool = False
     webhook_secret_overlap_seconds: int = Field(default=86400, ge=0)
+    # Secrets at rest (signoff.crypto) ------------------------------------------------
+    encryption_keys: str | None = Field(default=None, repr=False)
+    """Fernet keys, comma-separated, newest first: the newest encrypts, all decrypt."""
+    key_file: str | None = None
+    """Where the key lives without ``encryption_keys`` (created on first start, mode 0600).
+    Default: ``<database>.key`` next to a SQLite file, else ``./signoff.key``."""
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
     # Producers' side (agents).

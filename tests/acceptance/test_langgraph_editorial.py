@@ -58,6 +58,8 @@ def test_the_editorial_agent_publishes_the_approved_revision_exactly_once(tmp_pa
     assert [e["details"].get("reason") for e in refused] == ["STALE_DIGEST"]
     assert types.index("task.execution_refused") < types.index("task.approval_invalidated")
     assert types.count("task.action_completed") == 1
+    # The killed agent's execution lease lapsed and its successor took the execution over.
+    assert types.count("task.execution_started") == 2
 
     # The story as the demo told it.
     assert "the gate refused: STALE_DIGEST" in output

@@ -3,7 +3,7 @@
 Fixtures for every console test:
 
 - ``console_server`` — ``signoff serve`` in a subprocess on a free port, once per engine
-  (SQLite and PostgreSQL) for the whole session; tests make their own users
+  (SQLite and PostgreSQL) per test module; tests make their own users
   (``console_server.create_user(...)``) and keys (``console_server.api_key(...)``) with
   fresh names, so they never see each other's data.
 - ``serve_console(engine, tmp_path, **env)`` — a server of your own, with settings of your
@@ -13,6 +13,10 @@ Fixtures for every console test:
   ``open_page(server)`` makes more (two reviewers in two browsers).
 - ``login(page, user, password)`` (``from tests.browser.support import login``) — signs
   in through the login page and waits until it has been left.
+
+Playwright's sync API keeps an event loop running on the main thread while it is open,
+so ``asyncio.run`` there fails: these fixtures live per module (never past the browser
+tests), and ``tests.browser.support.run_async`` runs a coroutine on another thread.
 
 Chromium comes from Debian (``apt-get install chromium``): never ``playwright install``.
 """
@@ -30,7 +34,7 @@ from tests.browser.support import CHROMIUM, ConsoleServer, serve_console
 from tests.conftest import ENGINES
 
 
-@pytest.fixture(scope="session", params=ENGINES)
+@pytest.fixture(scope="module", params=ENGINES)
 def console_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ConsoleServer]:
@@ -39,13 +43,13 @@ def console_server(
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[Playwright]:
     with sync_playwright() as playwright:
         yield playwright
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_instance: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")

@@ -36,7 +36,7 @@ class User:
     email: str | None = None
 
 
-def _run_async(coroutine: Any) -> Any:
+def run_async(coroutine: Any) -> Any:
     """``asyncio.run`` on another thread (Playwright's sync API owns this one's loop)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
@@ -167,7 +167,7 @@ def serve_console(engine: str, tmp_path: Path, **env: str) -> Iterator[ConsoleSe
     if engine == "sqlite":
         url = f"sqlite:///{tmp_path / (name + '.db')}"
     else:
-        _run_async(_admin_sql(f'CREATE DATABASE "{name}"'))
+        run_async(_admin_sql(f'CREATE DATABASE "{name}"'))
         url = _server_url(name)
     server = ConsoleServer(url, tmp_path / f"{name}.log", env)
     try:
@@ -175,7 +175,7 @@ def serve_console(engine: str, tmp_path: Path, **env: str) -> Iterator[ConsoleSe
     finally:
         server.stop()
         if engine != "sqlite":
-            _run_async(_admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            run_async(_admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def login(page: Page, user: User | str, password: str | None = None) -> None:
@@ -188,3 +188,22 @@ def login(page: Page, user: User | str, password: str | None = None) -> None:
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in", exact=True).click()
     page.wait_for_url(lambda url: "/console/login" not in url)
+
+
+AXE = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def accessibility_violations(
+    page: Page, impacts: tuple[str, ...] = ("serious", "critical")
+) -> list[str]:
+    """axe-core's violations of ``impacts`` on the page as it is now, one line each
+    (``[]`` when there are none). axe-core comes from the local npm install
+    (``tests/node``); nothing is fetched."""
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("async () => (await axe.run(document)).violations")
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} — "
+        + "; ".join(str(node.get("target")) for node in v.get("nodes", [])[:3])
+        for v in violations
+        if v.get("impact") in impacts
+    ]

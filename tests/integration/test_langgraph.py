@@ -3,6 +3,7 @@ long-poll: an agent without a public address."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,8 +14,11 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from signoff.client import Signoff
+from signoff.client import AsyncSignoff, Signoff
 from signoff.integrations.langgraph import (
+    apending_approval,
+    arequest_approval,
+    aresume_when_decided,
     pending_approval,
     request_approval,
     resume_when_decided,
@@ -93,3 +97,54 @@ def test_a_thread_waits_for_the_editor_and_publishes_what_was_approved(
     assert published == [result["published"]]
     assert pending_approval(app, config) is None
     assert agent.get_task(waiting["task_id"]).execution_status == "COMPLETED"
+
+
+def test_an_async_graph_waits_for_the_editor_the_same_way(server: LiveServer) -> None:
+    slug = f"a-{uuid.uuid4().hex[:8]}"
+    producer_key = str(server.new_client("producer").key)
+    editor = server.new_client("reviewer")
+
+    async def story() -> dict[str, Any]:
+        async with AsyncSignoff(server.base_url, producer_key, backoff=0) as client:
+
+            async def review(state: State) -> State:
+                task = await arequest_approval(
+                    client,
+                    subject=state["article"],
+                    entity=("article", slug),
+                    reason="EDITORIAL_REVIEW",
+                    attempted=[
+                        {"action": "lint", "executed_at": datetime.now(UTC), "result": "ok"}
+                    ],
+                    verdict={"confidence_score": 0.3, "threshold": 0.8},
+                )
+                return {"task_id": task.id, "published": str(task.decision)}
+
+            graph = StateGraph(State)
+            graph.add_node("review", review)
+            graph.add_edge(START, "review")
+            graph.add_edge("review", END)
+            app = graph.compile(checkpointer=InMemorySaver())
+            config = thread_config(f"thread-{slug}")
+            await app.ainvoke(
+                {"article": {"title": "Rates", "actions": [{"id": "publish"}]}}, config
+            )
+            waiting = await apending_approval(app, config)
+            assert waiting is not None
+
+            def decide() -> None:
+                claimed = editor.claim(waiting["task_id"]).json()
+                body = {"decision": "REJECTED", "revision": claimed["current_revision"],
+                        "digest": claimed["digest"]}  # fmt: skip
+                assert (
+                    editor.resolve(waiting["task_id"], claimed["lease_token"], body).status_code
+                    == 200
+                )
+
+            _, result = await asyncio.gather(
+                asyncio.to_thread(decide), aresume_when_decided(app, config, client, timeout=60)
+            )
+            return dict(result)
+
+    result = asyncio.run(story())
+    assert result["published"] == "REJECTED"

@@ -263,3 +263,51 @@ async def until(condition: Any, limit: float = 20) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         await asyncio.sleep(0.01)
+
+
+def test_postgresql_wakes_a_waiter_for_a_change_made_by_another_process(
+    postgres_database: str,
+) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from signoff.domain.states import Role
+    from signoff.domain.tasks import Principal
+    from signoff.services import tasks as task_service
+    from signoff.services.context import ServiceContext
+    from signoff.settings import Settings
+    from signoff.store.database import Database, create_engine
+    from tests.conftest import reset_postgres
+    from tests.support import ADMIN_KEY
+
+    reset_postgres(postgres_database)
+    settings = Settings(database_url=postgres_database, bootstrap_admin_key=ADMIN_KEY)
+    clock = ManualClock(datetime.now(UTC))
+    with live_server(settings, clock) as server, server.new_client("producer") as producer:
+        task = new_task(producer)
+
+        async def claim_elsewhere() -> None:
+            # Its own engine and change signal: only LISTEN/NOTIFY reaches the server's.
+            database = Database(create_engine(settings))
+            try:
+                context = ServiceContext(database=database, settings=settings, clock=clock)
+                alice = Principal(key_id=uuid.uuid4(), principal_id="alice", role=Role.REVIEWER)
+                await task_service.claim(context, alice, task["id"])
+            finally:
+                await database.dispose()
+
+        async def scenario() -> httpx.Response:
+            async with httpx.AsyncClient(
+                base_url=server.base_url,
+                headers={"Authorization": f"Bearer {producer.key}"},
+                timeout=30,  # far less than the wait: only a wake-up answers in time
+            ) as client:
+                waiter = asyncio.create_task(
+                    client.get(f"/tasks/{task['id']}", params={"wait": 60, "after_version": 1})
+                )
+                await until(lambda: waiting(server) == 1)
+                await claim_elsewhere()
+                return await waiter
+
+        response = asyncio.run(scenario())
+    assert (response.status_code, response.json()["version"]) == (200, 2)

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from signoff.client import (
+    AlreadyExecuting,
     ApprovalNotValid,
+    ExecutionLeaseLost,
     Forbidden,
     NotFound,
     Signoff,
@@ -174,10 +176,11 @@ def test_an_undecided_task_does_not_pass_the_gate(sdk: Any) -> None:
     agent = sdk("producer")
     task = escalate(agent, f"story-{uuid.uuid4()}")
     with (
-        pytest.raises(ApprovalNotValid),
+        pytest.raises(ApprovalNotValid) as refused,
         agent.execution(task.id, subject=article(), operation_id="op"),
     ):
         pass
+    assert refused.value.reason == "NOT_DECIDED"
 
 
 def test_list_tasks_iterates_over_every_page(sdk: Any) -> None:
@@ -208,3 +211,37 @@ def test_metadata_and_trace_context_travel_with_the_task(sdk: Any) -> None:
     assert task.metadata == correlation
     assert agent.get_task(task.id).metadata == correlation
     assert editor.get_task(task.id).metadata is None  # the producer's own, not the reviewer's
+
+
+def test_one_executor_at_a_time_and_a_lapsed_lease_is_taken_over(
+    server: LiveServer, sdk: Any
+) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    approve(editor, task.id)
+    operation = f"publish-{task.id}"
+
+    crashed = agent.execution(task.id, subject=article(), operation_id=operation)
+    crashed.__enter__()  # granted, then the process "dies": no report, no renewal
+    crashed._stop.set()
+    assert crashed.token
+    assert crashed.pending == ["publish"]
+    executing = list(agent.list_tasks(execution_status="EXECUTING", entity_type="article"))
+    assert task.id in [t.id for t in executing]
+
+    # While its lease lives, nobody else executes, whatever the operation id.
+    for op in (operation, "another-operation"):
+        with (
+            pytest.raises(AlreadyExecuting) as busy,
+            agent.execution(task.id, subject=article(), operation_id=op, wait_for_lease=0),
+        ):
+            pass
+        assert busy.value.lease_expires_at is not None
+
+    server.clock.advance(server.settings.execution_lease_seconds + 1)
+    with agent.execution(task.id, subject=article(), operation_id=operation) as successor:
+        assert successor.token != crashed.token
+        assert successor.pending == ["publish"]
+        with pytest.raises(ExecutionLeaseLost):  # the dead one's token is fenced off
+            crashed.complete("publish")
+    assert agent.get_task(task.id).execution_status == "COMPLETED"

@@ -141,3 +141,39 @@ def _dispatch_once(settings: Settings, clock: ManualClock) -> int:
             await database.dispose()
 
     return asyncio.run(once())
+
+
+def test_every_event_of_a_task_carries_a_version_of_its_own(server: LiveServer) -> None:
+    """Order is by task version, so no two events of a task may share one: revoking a
+    source (a change kept outside the task's row) gives the task a new version too."""
+    with server.new_client("producer") as producer, server.new_client("reviewer") as editor:
+        body = escalation(
+            subject={"title": "t", "body": "b", "actions": [{"id": "publish"}]},
+            source_revisions=["S01:r7", "S02:r2"],
+        )
+        created = producer.escalate(body)
+        assert created.status_code == 201, created.text
+        task_id = created.json()["id"]
+        token = editor.claim(task_id).json()["lease_token"]
+        task = editor.get(f"/tasks/{task_id}").json()
+        decided = editor.resolve(
+            task_id,
+            token,
+            {
+                "decision": "APPROVED",
+                "revision": task["current_revision"],
+                "digest": task["digest"],
+            },
+        )
+        assert decided.status_code == 200, decided.text
+        revoked = producer.post(f"/tasks/{task_id}/sources/S02/revoke")
+        assert revoked.status_code == 200, revoked.text
+        after = producer.get(f"/tasks/{task_id}").json()
+    events = sorted(
+        (row["task_version"], row["event_type"])
+        for row in server.rows("outbox_events")
+        if str(row["task_id"]) == task_id
+    )
+    versions = [version for version, _ in events]
+    assert len(set(versions)) == len(versions), events
+    assert events[-1] == (after["version"], "task.source_revoked")

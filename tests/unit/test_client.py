@@ -567,3 +567,20 @@ def test_verify_event_is_reexported_by_signoff_webhooks() -> None:
     from signoff import webhooks
 
     assert webhooks.verify_event is verify_event
+
+
+def test_an_execution_completed_under_another_operation_is_not_waited_for() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if request.method == "GET":
+            return httpx.Response(200, json=task_json(current_revision=1, digest=digest(ARTICLE)))
+        return problem(409, "ERR_ALREADY_EXECUTING", execution_status="COMPLETED")
+
+    with (
+        pytest.raises(AlreadyExecuting),
+        client(handler).execution("t", subject=ARTICLE, operation_id="op-other"),
+    ):
+        pass
+    assert [c for c in calls if c.endswith("/execute")] == [calls[-1]]

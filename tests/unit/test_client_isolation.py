@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signoff.client import digest, precheck_hash
@@ -57,12 +57,14 @@ json_values = st.recursive(
 )
 
 
+# No deadline: the machine is shared, and a slow example is not a wrong one.
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
 def test_the_sdk_digest_is_the_servers(value: Any) -> None:
     assert digest(value) == json_digest(value)
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=3), max_size=3))
 def test_the_sdk_precheck_hash_is_the_one_the_server_prefers(actions: list[Any]) -> None:
     assert precheck_hash(actions) == precheck_hash_candidates(actions)[0]

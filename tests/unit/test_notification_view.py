@@ -17,6 +17,7 @@ def row(status: str) -> dict[str, object]:
         "next_attempt_at": moment,
         "sent_at": moment if status == "SENT" else None,
         "body": "not shown",
+        "resume_token": "not shown either",
     }
 
 
@@ -26,6 +27,7 @@ def test_times_end_in_z_and_the_body_is_not_shown() -> None:
     assert view["next_attempt_at"] == "2026-12-01T06:00:00.000000Z"
     assert view["id"] == str(uuid.UUID(int=1))
     assert "body" not in view
+    assert "resume_token" not in view
 
 
 def test_no_next_attempt_once_sent_or_dead() -> None:

@@ -44,7 +44,7 @@ def test_every_action_has_exactly_one_transition() -> None:
     assert set(TRANSITIONS) == set(Action)
 
 
-def test_reviewers_touch_leases_the_system_escalates_and_producers_do_the_rest() -> None:
+def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the_rest() -> None:
     lease_actions = {
         Action.CLAIM,
         Action.RENEW,
@@ -58,11 +58,14 @@ def test_reviewers_touch_leases_the_system_escalates_and_producers_do_the_rest()
         Action.EXPIRE,
         Action.EXECUTION_STALLED,
     }
+    overseer_actions = {Action.FORCE_RELEASE, Action.HAND_OVER, Action.WITHDRAW}
     for action, step in TRANSITIONS.items():
         if action in lease_actions:
             expected = {Role.REVIEWER, Role.SUPERVISOR}
         elif action in system_actions:
             expected = {Role.SYSTEM}
+        elif action in overseer_actions:
+            expected = {Role.SUPERVISOR, Role.ADMIN}
         else:
             expected = {Role.PRODUCER}
         assert step.roles == expected, action

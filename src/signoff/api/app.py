@@ -10,9 +10,11 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.docs import install_docs
+from signoff.api.guard import TextGuard
 from signoff.api.openapi import build_openapi
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
+from signoff.api.routes import supervision as supervision_routes
 from signoff.api.routes import users as user_routes
 from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
@@ -63,6 +65,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         redoc_url=None,
     )
     install_problem_handlers(app)
+    app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     install_docs(app)
     app.include_router(admin.router)
@@ -71,6 +74,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
     app.include_router(user_routes.router)
+    app.include_router(supervision_routes.router)
     install_auth(app, settings)
     install_console(app)
     return app

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from signoff.api.schemas import Problem
 from signoff.domain.json_input import join_path, parse_json_strict
 from signoff.domain.tasks import Principal
+from signoff.domain.text_guard import body_problems
 from signoff.errors import BadRequest, FieldError, PayloadTooLarge, validation_error
 from signoff.services import keys
 from signoff.services.common import dumps
@@ -125,7 +126,11 @@ async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
     raw = await read_body(request)
     if not raw.strip() and empty_as is not None:
         return empty_as
-    return parse_json_strict(raw)
+    value = parse_json_strict(raw)
+    problems = body_problems(value)  # the one text guard (signoff.domain.text_guard)
+    if problems:
+        raise validation_error(problems)
+    return value
 
 
 async def read_model(request: Request, model: type[M], *, optional: bool = False) -> M:

@@ -144,6 +144,13 @@ ERROR_CODES: dict[str, dict[int, tuple[str, ...]]] = {
         409: ("ERR_STATE_CONFLICT", *TASK_GONE),
     },
     "GET /tasks/{task_id}/notifications": {403: FORBIDDEN, **TASK_404},
+    # supervision
+    "POST /tasks/{task_id}/force-release": {
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_STATE_CONFLICT",),
+    },
+    "POST /tasks/{task_id}/reassign": {403: FORBIDDEN, **TASK_404, 409: ("ERR_STATE_CONFLICT",)},
     "GET /r/{token}": {404: ("ERR_LINK_NOT_FOUND",)},
     "POST /r/{token}": {
         403: ("ERR_CSRF", "ERR_FORBIDDEN", "ERR_SELF_APPROVAL"),

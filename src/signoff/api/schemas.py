@@ -14,13 +14,6 @@ from pydantic.json_schema import SkipJsonSchema
 
 from signoff.domain.states import Role
 
-
-def _no_nul(value: str | None) -> str | None:
-    if value is not None and "\x00" in value:
-        raise ValueError("must not contain U+0000")
-    return value
-
-
 #: Revision numbers are 32-bit integers in the database.
 MAX_REVISION = 2**31 - 1
 
@@ -38,8 +31,6 @@ class ClaimRequest(_Strict):
 class ClaimNextRequest(ClaimRequest):
     entity_type: str | None = None
     reason_code: str | None = None
-
-    _nul = field_validator("entity_type", "reason_code")(_no_nul)
 
 
 class ResolveRequest(_Strict):
@@ -63,8 +54,6 @@ class ResolveRequest(_Strict):
         pattern="^[a-f0-9]{64}$",
         description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
-
-    _nul = field_validator("notes")(_no_nul)
 
 
 class CreateApiKeyRequest(_Strict):
@@ -208,11 +197,13 @@ class Problem(BaseModel):
 
 class CreateWebhookEndpointRequest(_Strict):
     url: str = Field(min_length=1, max_length=2048)
-    event_types: list[str] | None = Field(default=None, description="None: every event type.")
-    entity_types: list[str] | None = Field(default=None, description="None: every entity type.")
+    event_types: list[str] | None = Field(
+        default=None, description="None or empty: every event type."
+    )
+    entity_types: list[str] | None = Field(
+        default=None, description="None or empty: every entity type."
+    )
     description: str | None = Field(default=None, max_length=1000)
-
-    _nul = field_validator("url", "description")(_no_nul)
 
 
 class UpdateWebhookEndpointRequest(_Strict):
@@ -224,8 +215,6 @@ class UpdateWebhookEndpointRequest(_Strict):
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
     description: str | None = Field(default=None, max_length=1000)
-
-    _nul = field_validator("url", "description")(_no_nul)
 
     @field_validator("url", "enabled")
     @classmethod
@@ -241,6 +230,9 @@ class WebhookEndpointOut(BaseModel):
     description: str | None
     event_types: list[str] | None
     entity_types: list[str] | None
+    producer_id: str | None = Field(
+        description="The producer whose tasks' events it gets; null: an admin's, every task."
+    )
     enabled: bool
     disabled_reason: str | None
     failing_since: str | None
@@ -303,14 +295,10 @@ class ExecuteRequest(_Strict):
     digest: str = Field(pattern="^[a-f0-9]{64}$")
     operation_id: str = Field(min_length=1, max_length=255)
 
-    _nul = field_validator("operation_id")(_no_nul)
-
 
 class ActionResultRequest(_Strict):
     operation_id: str = Field(min_length=1, max_length=255)
     result: Any = None
-
-    _nul = field_validator("operation_id")(_no_nul)
 
 
 class ActionOut(BaseModel):

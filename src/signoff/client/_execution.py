@@ -73,11 +73,13 @@ class _RunState:
         expires = execution.execution_lease_expires_at
         if expires is None:
             return None
-        start = execution.granted_at or datetime.now(UTC)
-        length = (expires - start).total_seconds()
-        if length <= 0:
-            length = (expires - datetime.now(UTC)).total_seconds()
-        return max(MIN_RENEW_INTERVAL, length / 3)
+        # What is left of the lease, by our clock and by the server's (the grant time may be
+        # the first grant's, before a takeover): the shorter one, so renewals come in time.
+        left = [(expires - datetime.now(UTC)).total_seconds()]
+        if execution.granted_at is not None:
+            left.append((expires - execution.granted_at).total_seconds())
+        positive = [seconds for seconds in left if seconds > 0]
+        return max(MIN_RENEW_INTERVAL, min(positive, default=1.0) / 3)
 
     def _unreported(self) -> list[str]:
         return [a for a in self.pending if a not in self._reported]

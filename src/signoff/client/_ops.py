@@ -369,11 +369,10 @@ def execute(
             return Execution.model_validate(response.json()), task, local_digest
         except AlreadyExecuting as busy:
             remaining = deadline - clock()
-            if remaining <= 0:
-                raise
             lapse = _seconds_until(busy.lease_expires_at, datetime.now(UTC))
-            pause = 1.0 if lapse is None else lapse + 0.05
-            yield Pause(max(0.05, min(pause, remaining)))
+            if remaining <= 0 or lapse is None:
+                raise  # no lease to wait out: another operation completed the execution
+            yield Pause(max(0.05, min(lapse + 0.05, remaining)))
 
 
 def renew_execution(task_id: str, token: str) -> Op[Execution]:

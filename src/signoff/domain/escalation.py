@@ -10,7 +10,8 @@ Checks run in this order, and the first that fails decides the answer:
 3. Signoff's own rules, documented in ``docs/api.md``: fields the server owns
    (``status``, ``version``, lease fields…) → 422 ``ERR_READ_ONLY_FIELD``; the indexed
    text fields (``entity_type``, ``entity_id``, ``reason_code``, ``idempotency_key``)
-   non-empty, at most 255 characters, without U+0000 → 422 ``ERR_VALIDATION``;
+   non-empty, at most 255 characters → 422 ``ERR_VALIDATION`` (U+0000 never gets this
+   far: :mod:`signoff.domain.text_guard` refuses it at the request boundary);
 4. the precheck hash (seed ``000`` section 1) → 422 ``ERR_PRECHECK_HASH_MISMATCH``.
 """
 
@@ -146,8 +147,6 @@ def _business_rule_errors(body: dict[str, Any]) -> list[FieldError]:
         value = body[name]
         if not shortest <= len(value) <= MAX_TEXT_LENGTH:
             errors.append(FieldError(name, f"must be {shortest} to {MAX_TEXT_LENGTH} characters"))
-        elif "\x00" in value:
-            errors.append(FieldError(name, "must not contain U+0000"))
     return errors
 
 

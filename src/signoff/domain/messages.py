@@ -26,6 +26,7 @@ KIND_TITLES = {
     "reminder": "Reminder: review still waiting",
     "reassigned": "Reassigned to you: review needed",
     "expired": "Expired without a decision",
+    "approval_invalidated": "A new revision invalidated the approval: review again",
 }
 
 

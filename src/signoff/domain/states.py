@@ -72,6 +72,10 @@ class Action(StrEnum):
     EXPIRE = "expire"
     CANCEL = "cancel"
     RESOLVE_BY_LINK = "resolve_by_link"
+    # Supervision: supervisors and admins step in on someone else's task.
+    FORCE_RELEASE = "force_release"
+    HAND_OVER = "hand_over"
+    WITHDRAW = "withdraw"
     RENEW_EXECUTION = "renew_execution"
     EXECUTION_STALLED = "execution_stalled"
 
@@ -132,6 +136,8 @@ def _t(
 
 P, C, R = TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED, TaskStatus.RESOLVED
 PRODUCERS = frozenset({Role.PRODUCER})
+#: Supervisors and admins: they step in on tasks others hold or cannot decide.
+OVERSEERS = frozenset({Role.SUPERVISOR, Role.ADMIN})
 SYSTEM = frozenset({Role.SYSTEM})
 
 TRANSITIONS: dict[Action, Transition] = dict(
@@ -195,6 +201,19 @@ TRANSITIONS: dict[Action, Transition] = dict(
             REVIEWERS,
             LeaseRule.CLAIMABLE_OR_OWN,
             "task.resolved",
+        ),
+        # Supervision. A force release ends the holder's lease (their token stops working)
+        # and is published like a release; a hand-over reassigns the task to a group (a
+        # lease held ends); a withdrawal cancels it on the producer's behalf.
+        _t(Action.FORCE_RELEASE, {C}, P, OVERSEERS, LeaseRule.NONE, "task.released"),
+        _t(Action.HAND_OVER, {P, C}, P, OVERSEERS, LeaseRule.NONE, "task.reassigned"),
+        _t(
+            Action.WITHDRAW,
+            {P, C},
+            TaskStatus.CANCELLED,
+            OVERSEERS,
+            LeaseRule.NONE,
+            "task.cancelled",
         ),
     ]
 )

@@ -26,7 +26,8 @@ from signoff.errors import (
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the API key's id, the principal it names, and its role."""
+    """Who is calling: the API key's id (for a person signed in to the console, their
+    user's id), the principal it names, its role and groups."""
 
     key_id: uuid.UUID
     principal_id: str

@@ -81,9 +81,6 @@ def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
         for part in error.absolute_path:
             path = join_path(path, part)
         errors.append(FieldError(path or "(root)", error.message))
-    for name in ("policy", "assigned_group"):
-        if isinstance(body.get(name), str) and "\x00" in body[name]:
-            errors.append(FieldError(name, "must not contain U+0000"))
     if "deadline" in body and "review_deadline" in body:
         errors.append(FieldError("review_deadline", "give deadline or review_deadline, not both"))
     if errors:

@@ -34,16 +34,20 @@ class DeliveryStatus(StrEnum):
 
 @dataclass(frozen=True)
 class EndpointFilter:
-    """``None`` means every event type / entity type."""
+    """``None`` or an empty list means every event type / entity type. ``producer_id``
+    (a producer's own endpoint) limits it to that producer's tasks."""
 
     event_types: Sequence[str] | None
     entity_types: Sequence[str] | None
+    producer_id: str | None = None
 
 
 def endpoint_wants(endpoint: EndpointFilter, event_type: str, data: dict[str, Any]) -> bool:
-    if endpoint.event_types is not None and event_type not in endpoint.event_types:
+    if endpoint.producer_id is not None and data.get("producer_id") != endpoint.producer_id:
         return False
-    return endpoint.entity_types is None or data.get("entity_type") in endpoint.entity_types
+    if endpoint.event_types and event_type not in endpoint.event_types:
+        return False
+    return not endpoint.entity_types or data.get("entity_type") in endpoint.entity_types
 
 
 class Verdict(StrEnum):

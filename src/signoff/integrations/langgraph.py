@@ -28,6 +28,7 @@ from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
 from signoff.client import (
+    AsyncSignoff,
     Signoff,
     Task,
     WebhookEvent,
@@ -41,6 +42,9 @@ __all__ = [
     "MemorySeen",
     "SqliteSeen",
     "WebhookReceiver",
+    "apending_approval",
+    "arequest_approval",
+    "aresume_when_decided",
     "continue_interrupted",
     "pending_approval",
     "request_approval",
@@ -84,6 +88,61 @@ def _decided_for(task: Task, wanted_digest: str) -> bool:
     return task.status == "RESOLVED" and task.decision is not None and task.digest == wanted_digest
 
 
+def _escalation(
+    *,
+    subject: Mapping[str, Any],
+    entity: tuple[str, str],
+    reason: str,
+    attempted: Sequence[Mapping[str, Any]],
+    verdict: Mapping[str, Any],
+    input_snapshot: Mapping[str, Any] | None,
+    key: str | None,
+    trace_id: str | None,
+    metadata: Mapping[str, Any] | None,
+    **optional: Any,
+) -> tuple[dict[str, Any], str, str]:
+    """The escalation for the running node: keyed by thread and node, the thread named in
+    ``metadata``. Returns ``(escalate() arguments, thread id, node)``."""
+    config = get_config()
+    thread_id = str(config["configurable"]["thread_id"])
+    node = str(config.get("metadata", {}).get("langgraph_node", "approval"))
+    entity_type, entity_id = entity
+    correlation = {"langgraph": {"thread_id": thread_id, "node": node}}
+    arguments = {
+        "key": key or f"langgraph:{thread_id}:{node}",
+        "entity_type": entity_type,
+        "entity_id": entity_id,
+        "reason_code": reason,
+        "attempted_actions": attempted,
+        "evaluator_verdict": verdict,
+        "input_snapshot": input_snapshot
+        if input_snapshot is not None
+        else {"thread_id": thread_id},
+        "trace_id": trace_id or f"langgraph-{thread_id}",
+        "subject": subject,
+        "metadata": {**(metadata or {}), **correlation},
+        **optional,
+    }
+    return arguments, thread_id, node
+
+
+def _needs_revision(task: Task, wanted: str) -> bool:
+    """The subject changed since the task last saw it: a new revision, back to review."""
+    return task.digest != wanted and task.status not in SETTLED
+
+
+def _waiting_on(task: Task, wanted: str, thread_id: str, node: str) -> dict[str, Any]:
+    return {
+        "kind": INTERRUPT_KIND,
+        "task_id": task.id,
+        "revision": task.current_revision,
+        "digest": wanted,
+        "version": task.version,
+        "thread_id": thread_id,
+        "node": node,
+    }
+
+
 def request_approval(
     client: Signoff,
     *,
@@ -109,66 +168,102 @@ def request_approval(
     names the thread, so a webhook can find it. When the node runs again with a changed
     subject (a figure moved after the approval), the task gets a new revision and goes back
     to review. Returns a task that is RESOLVED about exactly this subject (check
-    ``task.decision``), or EXPIRED/CANCELLED.
+    ``task.decision``), or EXPIRED/CANCELLED. For async nodes: :func:`arequest_approval`.
     """
-    config = get_config()
-    thread_id = str(config["configurable"]["thread_id"])
-    node = str(config.get("metadata", {}).get("langgraph_node", "approval"))
-    entity_type, entity_id = entity
-    correlation = {"langgraph": {"thread_id": thread_id, "node": node}}
-    task = client.escalate(
-        key=key or f"langgraph:{thread_id}:{node}",
-        entity_type=entity_type,
-        entity_id=entity_id,
-        reason_code=reason,
-        attempted_actions=attempted,
-        evaluator_verdict=verdict,
-        input_snapshot=input_snapshot if input_snapshot is not None else {"thread_id": thread_id},
-        trace_id=trace_id or f"langgraph-{thread_id}",
-        subject=subject,
-        material_paths=material_paths,
-        source_revisions=source_revisions,
-        deadline=deadline,
-        assigned_group=assigned_group,
-        summary=summary,
-        policy=policy,
-        metadata={**(metadata or {}), **correlation},
-    )
+    arguments, thread_id, node = _escalation(
+        subject=subject, entity=entity, reason=reason, attempted=attempted, verdict=verdict,
+        input_snapshot=input_snapshot, key=key, trace_id=trace_id, metadata=metadata,
+        material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
+        assigned_group=assigned_group, summary=summary, policy=policy,
+    )  # fmt: skip
+    task = client.escalate(**arguments)
     wanted = digest(subject)
     while True:
         task = client.get_task(task.id)
-        if task.digest != wanted and task.status not in SETTLED:
-            # The subject changed since the task last saw it: a new revision, back to review.
+        if _needs_revision(task, wanted):
+            revision = task.current_revision or 1
             task = client.revise(
-                task.id,
-                subject,
-                expected_revision=task.current_revision or 1,
-                source_revisions=source_revisions,
+                task.id, subject, expected_revision=revision, source_revisions=source_revisions
             )
         if _decided_for(task, wanted):
             return task
-        interrupt(
-            {
-                "kind": INTERRUPT_KIND,
-                "task_id": task.id,
-                "revision": task.current_revision,
-                "digest": wanted,
-                "version": task.version,
-                "thread_id": thread_id,
-                "node": node,
-            }
-        )
+        interrupt(_waiting_on(task, wanted, thread_id, node))
         # Resumed: whatever the resume value says, the task itself is read again above.
+
+
+async def arequest_approval(
+    client: AsyncSignoff,
+    *,
+    subject: Mapping[str, Any],
+    entity: tuple[str, str],
+    reason: str,
+    attempted: Sequence[Mapping[str, Any]],
+    verdict: Mapping[str, Any],
+    input_snapshot: Mapping[str, Any] | None = None,
+    key: str | None = None,
+    trace_id: str | None = None,
+    material_paths: Sequence[str] | None = None,
+    source_revisions: Sequence[str] | None = None,
+    deadline: datetime | str | None = None,
+    assigned_group: str | None = None,
+    summary: Mapping[str, Any] | None = None,
+    policy: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Task:
+    """:func:`request_approval` for async nodes, with an :class:`AsyncSignoff`."""
+    arguments, thread_id, node = _escalation(
+        subject=subject, entity=entity, reason=reason, attempted=attempted, verdict=verdict,
+        input_snapshot=input_snapshot, key=key, trace_id=trace_id, metadata=metadata,
+        material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
+        assigned_group=assigned_group, summary=summary, policy=policy,
+    )  # fmt: skip
+    task = await client.escalate(**arguments)
+    wanted = digest(subject)
+    while True:
+        task = await client.get_task(task.id)
+        if _needs_revision(task, wanted):
+            revision = task.current_revision or 1
+            task = await client.revise(
+                task.id, subject, expected_revision=revision, source_revisions=source_revisions
+            )
+        if _decided_for(task, wanted):
+            return task
+        interrupt(_waiting_on(task, wanted, thread_id, node))
 
 
 def pending_approval(graph: _Graph, config: Mapping[str, Any]) -> dict[str, Any] | None:
     """The approval a thread waits on (the value its ``interrupt()`` carried), or None."""
-    state = graph.get_state(dict(config))
+    return _approval_of(graph.get_state(dict(config)))
+
+
+def _approval_of(state: Any) -> dict[str, Any] | None:
     for pending in getattr(state, "interrupts", ()) or ():
         value = getattr(pending, "value", None)
         if isinstance(value, dict) and value.get("kind") == INTERRUPT_KIND:
             return value
     return None
+
+
+async def apending_approval(graph: Any, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """:func:`pending_approval` for graphs with an async checkpointer (``aget_state``)."""
+    return _approval_of(await graph.aget_state(dict(config)))
+
+
+async def aresume_when_decided(
+    graph: Any,
+    config: Mapping[str, Any],
+    client: AsyncSignoff,
+    *,
+    timeout: float,  # noqa: ASYNC109 (the same signature as resume_when_decided)
+) -> Any:
+    """:func:`resume_when_decided` for async graphs (``ainvoke``) and :class:`AsyncSignoff`."""
+    waiting = await apending_approval(graph, config)
+    if waiting is None:
+        return None
+    task = await client.wait_for_decision(
+        waiting["task_id"], timeout=timeout, revision=waiting.get("revision")
+    )
+    return await graph.ainvoke(Command(resume=resume_value(task)), dict(config))
 
 
 def resume_when_decided(
@@ -271,7 +366,9 @@ class WebhookReceiver:
     secrets, newest first. Each delivery is answered 400 (bad signature), 503 while the
     thread is still running (Signoff delivers again later), or 200 with ``{"outcome": ...}``:
     ``resumed``, ``duplicate``, or ``ignored: <why>``. The resume runs before the answer,
-    one delivery at a time, so a failed resume answers 500 and Signoff delivers again.
+    one delivery at a time per thread, so a failed resume answers 500 and Signoff delivers
+    again. Keep what runs after an approval short (Signoff gives an attempt
+    ``SIGNOFF_WEBHOOK_TIMEOUT_SECONDS``), or hand long work to a queue of your own.
     """
 
     def __init__(
@@ -288,7 +385,15 @@ class WebhookReceiver:
         self.seen = seen or MemorySeen()
         self._resume = resume or (lambda command, config: graph.invoke(command, config))
         self._on_outcome = on_outcome
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _thread_lock(self, event: WebhookEvent) -> threading.Lock:
+        """One delivery at a time per LangGraph thread (others go on in parallel)."""
+        correlation = event.metadata.get("langgraph")
+        thread = str(correlation.get("thread_id")) if isinstance(correlation, dict) else ""
+        with self._locks_lock:
+            return self._locks.setdefault(thread, threading.Lock())
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         """Verify and act on one delivery: ``(HTTP status, outcome)``. Blocking."""
@@ -297,7 +402,7 @@ class WebhookReceiver:
         except WebhookVerificationFailed:
             return 400, "bad signature"
         status = 200
-        with self._lock:
+        with self._thread_lock(event):
             if not self.seen.add(event.dedupe_key):
                 outcome = "duplicate"
             else:

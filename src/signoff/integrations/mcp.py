@@ -99,9 +99,10 @@ def build_server(client: AsyncSignoff) -> MCPServer:
         return review_view(await client.get_task(task_id))
 
     @server.tool()
-    async def wait_for_decision(task_id: str, timeout_seconds: int = 60) -> dict[str, Any]:
-        """Wait up to ``timeout_seconds`` (at most 300) for the person's decision. When
-        ``decided`` is false, call again to keep waiting."""
+    async def wait_for_decision(task_id: str, timeout_seconds: int = 45) -> dict[str, Any]:
+        """Wait up to ``timeout_seconds`` (at most 300; many MCP clients give up on a call
+        after 60) for the person's decision. When ``decided`` is false, call again to keep
+        waiting."""
         timeout = max(0, min(timeout_seconds, MAX_WAIT_SECONDS))
         try:
             task = await client.wait_for_decision(task_id, timeout=timeout)

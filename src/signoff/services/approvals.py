@@ -38,6 +38,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
+from signoff.services import waiting as waiting_service
 from signoff.services.common import get_task, parse_task_id, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
@@ -192,6 +193,15 @@ async def revise_subject(
                 proposal.source_revisions,
             )
         await record_transition(uow, step, updated, principal, now, details)
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            # The approver and the task's group learn that the approval no longer holds,
+            # with a fresh link to the new revision.
+            targets = [f"principal:{task.operator_id}"] if task.operator_id else []
+            if updated.assigned_group:
+                targets.append(f"group:{updated.assigned_group}")
+            await waiting_service.notify(
+                uow, ctx, updated, kind="approval_invalidated", targets=targets, now=now
+            )
         await uow.commit()
     return updated
 
@@ -420,8 +430,6 @@ async def finish_action(
     """
     step = transition(Action.COMPLETE_ACTION if succeeded else Action.FAIL_ACTION)
     require_role(principal, step.roles, "report actions")
-    if "\x00" in action_id:  # no action id can hold it (and PostgreSQL text cannot either)
-        raise NotFound(f"no action {action_id!r}", error_code="ERR_ACTION_NOT_FOUND")
     task = await _producer_task(ctx, principal, raw_task_id)
     status = ExecutionStatus.COMPLETED if succeeded else ExecutionStatus.FAILED
     now = ctx.now()
@@ -561,8 +569,6 @@ async def revoke_source(
     """
     step = transition(Action.REVOKE_SOURCE)
     require_role(principal, step.roles, "revoke sources")
-    if "\x00" in source_id:  # no source id can hold it (and PostgreSQL text cannot either)
-        raise NotFound(f"no source {source_id!r}", error_code="ERR_SOURCE_NOT_FOUND")
     task = await _producer_task(ctx, principal, raw_task_id)
     now = ctx.now()
     async with ctx.database.transaction() as uow:
@@ -576,7 +582,8 @@ async def revoke_source(
         if await store.revoke_source(
             uow.connection, task_id=task.id, source_id=source_id, by=principal.principal_id, now=now
         ):
-            await record_transition(uow, step, task, principal, now, {"source_id": source_id})
+            revoked = await store.new_task_version(uow.connection, task.id, now)
+            await record_transition(uow, step, revoked, principal, now, {"source_id": source_id})
             await uow.commit()
     return {"task_id": str(task.id), "source_id": source_id, "revoked": True}
 

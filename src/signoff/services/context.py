@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
+from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
 from signoff.settings import Settings
 from signoff.store.database import Database
@@ -19,3 +21,8 @@ class ServiceContext:
     def now(self) -> datetime:
         """Read the clock once per operation; bind this value into every comparison."""
         return self.clock.now()
+
+    @cached_property
+    def keyring(self) -> Keyring:
+        """The keys of secrets at rest (loaded once; see :mod:`signoff.crypto`)."""
+        return load_keyring(self.settings)

@@ -3,9 +3,12 @@ deliveries, and record what one attempt produced. Only services commit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+import structlog
+
+from signoff.crypto import SecretUnavailable
 from signoff.domain.webhooks import (
     FAILING_ENDPOINT_DISABLE_AFTER,
     AttemptOutcome,
@@ -15,6 +18,8 @@ from signoff.domain.webhooks import (
 from signoff.services.context import ServiceContext
 from signoff.store import webhooks as store
 from signoff.store.webhooks import ClaimedDelivery
+
+log = structlog.get_logger("signoff.delivery")
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,43 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> li
             limit=limit,
         )
         await uow.commit()
-    return claimed
+    return await _with_clear_secrets(ctx, claimed, owner=owner, now=now)
+
+
+#: How long a delivery whose secret this process cannot decrypt waits before another try.
+UNDECRYPTABLE_RETRY_SECONDS = 60
+
+
+async def _with_clear_secrets(
+    ctx: ServiceContext, claimed: list[ClaimedDelivery], *, owner: str, now: datetime
+) -> list[ClaimedDelivery]:
+    """Decrypt each delivery's signing secrets. A delivery whose secret this process
+    cannot decrypt is never sent (not unsigned, not wrongly signed): it is given back
+    uncounted, due again in a minute, and the refusal is logged as an error."""
+    ready, refused = [], []
+    for delivery in claimed:
+        try:
+            clear = tuple(ctx.keyring.decrypt(s) for s in delivery.secrets_newest_first)
+        except (SecretUnavailable, ValueError) as exc:
+            refused.append(delivery)
+            log.error(
+                "webhook.secret_undecryptable",
+                delivery_id=str(delivery.id),
+                endpoint_id=str(delivery.endpoint_id),
+                error=str(exc),
+            )
+            continue
+        ready.append(replace(delivery, secrets_newest_first=clear))
+    if refused:
+        async with ctx.database.transaction() as uow:
+            await store.postpone_deliveries(
+                uow.connection,
+                [delivery.id for delivery in refused],
+                owner=owner,
+                until=now + timedelta(seconds=UNDECRYPTABLE_RETRY_SECONDS),
+            )
+            await uow.commit()
+    return ready
 
 
 async def record_delivery_attempt(

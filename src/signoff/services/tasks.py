@@ -562,20 +562,6 @@ async def list_tasks(
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
     if claimed_by == "me":
         claimed_by = principal.principal_id
-    filters = {
-        "entity_type": entity_type,
-        "entity_id": entity_id,
-        "reason_code": reason_code,
-        "claimed_by": claimed_by,
-        "assigned_group": assigned_group,
-    }
-    nul = [
-        FieldError(name, "must not contain U+0000")
-        for name, v in filters.items()
-        if v and "\x00" in v
-    ]
-    if nul:
-        raise validation_error(nul)
     after = _decode_cursor(cursor) if cursor else None
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:

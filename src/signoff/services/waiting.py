@@ -8,16 +8,18 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from sqlalchemy.exc import DBAPIError
 
+from signoff.crypto import SecretUnavailable
 from signoff.domain.clock import rfc3339
 from signoff.domain.messages import render_notification
 from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
+from signoff.domain.revisions import structured_diff
 from signoff.domain.states import Action, Decision, Role, TaskStatus, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.errors import (
@@ -31,6 +33,7 @@ from signoff.errors import (
 from signoff.services import approvals
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
+from signoff.store import approvals as approval_store
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
 from signoff.store.database import UnitOfWork
@@ -151,6 +154,27 @@ def hash_resume_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+#: Where a stored notification body's resume link goes. Producer text cannot contain it:
+#: messages turn every control character (U+001E included) into a space.
+LINK_PLACEHOLDER = "\x1eresume-link\x1e"
+
+
+def notification_body(ctx: ServiceContext, row: dict[str, Any]) -> str:
+    """The e-mail body to send: the stored body with its resume link rebuilt from the
+    encrypted token (the link exists only in memory, while sending).
+
+    Raises:
+        SecretUnavailable: this process's keys cannot decrypt the token.
+    """
+    body = str(row["body"])
+    if LINK_PLACEHOLDER not in body:
+        return body
+    if not row.get("resume_token"):
+        raise SecretUnavailable("the notification's resume token is gone")
+    token = ctx.keyring.decrypt(row["resume_token"])
+    return body.replace(LINK_PLACEHOLDER, f"{ctx.settings.public_base_url.rstrip('/')}/r/{token}")
+
+
 async def notify(
     uow: UnitOfWork,
     ctx: ServiceContext,
@@ -182,7 +206,7 @@ async def notify(
     for recipient in recipients:
         if recipient["principal_id"] == task.producer_id or not recipient["email"]:
             continue
-        link = None
+        link, stored_token = None, None
         if kind != "expired":
             token = secrets.token_urlsafe(24)  # 192 bits
             await store.insert_resume_token(
@@ -193,7 +217,9 @@ async def notify(
                 expires_at=expires_at,
                 now=now,
             )
-            link = f"{ctx.settings.public_base_url.rstrip('/')}/r/{token}"
+            # No usable link at rest: the body gets a placeholder, and the token is
+            # kept encrypted until the message is sent (see notification_body).
+            link, stored_token = LINK_PLACEHOLDER, ctx.keyring.encrypt(token)
         subject, body = render_notification(view, kind=kind, link=link)
         rows.append(
             {
@@ -204,6 +230,7 @@ async def notify(
                 "email": recipient["email"],
                 "subject": subject,
                 "body": body,
+                "resume_token": stored_token,
                 "status": "PENDING",
                 "attempts": 0,
                 "next_attempt_at": now,
@@ -304,6 +331,10 @@ class LinkState:
     task: dict[str, Any] | None = None
     approver: str | None = None
     csrf: str | None = None
+    revision: dict[str, Any] | None = None
+    """The current revision of the subject (``subject``, ``source_revisions``, ``digest``)."""
+    diff: dict[str, Any] | None = None
+    """Changes since the revision the approver last viewed, when it is not the current."""
 
 
 async def _load_link(
@@ -354,7 +385,29 @@ async def view_link(ctx: ServiceContext, token: str) -> LinkState:
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
-    return _state(ctx, row, task, now)
+        state = _state(ctx, row, task, now)
+        if state.state == "open" and task.has_subject:
+            state = await _with_subject(uow, state, task, row["principal_id"])
+    return state
+
+
+async def _with_subject(uow: UnitOfWork, state: LinkState, task: Task, approver: str) -> LinkState:
+    """Add what is being decided: the current revision, and its changes since the one the
+    approver last viewed (read only: a GET records nothing)."""
+    conn = uow.connection
+    current = await approval_store.find_revision(conn, task.id, int(task.current_revision or 0))
+    seen = await approval_store.last_viewed_revision(conn, task_id=task.id, principal_id=approver)
+    diff = None
+    if current is not None and seen is not None and seen != task.current_revision:
+        before = await approval_store.find_revision(conn, task.id, seen)
+        if before is not None:
+            diff = {"from": seen, "to": task.current_revision} | structured_diff(
+                before["subject"],
+                current["subject"],
+                before["source_revisions"],
+                current["source_revisions"],
+            )
+    return replace(state, revision=current, diff=diff)
 
 
 async def decide_by_link(
@@ -365,6 +418,7 @@ async def decide_by_link(
     csrf: str | None,
     caller: Principal | None,
     revision: int | None = None,
+    notes: str | None = None,
 ) -> LinkState:
     """Claim and resolve in one step as the link's approver (seed 004's ``on_approval_callback``).
 
@@ -390,6 +444,10 @@ async def decide_by_link(
         state = _state(ctx, row, task, now)
         if state.state != "open":
             return state
+        if decision is Decision.REVISION_REQUESTED and not task.has_subject:
+            raise validation_error([FieldError("decision", "REVISION_REQUESTED needs a subject")])
+        if decision is Decision.REVISION_REQUESTED and not notes:
+            raise validation_error([FieldError("notes", "say what should change")])
         if task.has_subject and revision != task.current_revision:
             raise Conflict(
                 f"name the revision you reviewed; the current one is {task.current_revision}: "
@@ -411,6 +469,7 @@ async def decide_by_link(
             decision=decision,
             revision=task.current_revision,
             now=now,
+            notes=notes,
         )
         if resolved is None:
             current = await task_store.find_task(uow.connection, task.id)
@@ -440,6 +499,13 @@ async def decide_by_link(
         details: dict[str, Any] = {"decision": decision.value, "via": "resume_link"}
         if resolved.has_subject:
             details |= {"revision": resolved.current_revision, "digest": resolved.digest}
+            await approval_store.record_view(
+                uow.connection,
+                task_id=resolved.id,
+                principal_id=approver,
+                revision=int(resolved.current_revision or 0),
+                now=now,
+            )
         await record_transition(uow, step, resolved, actor, now, details)
         await uow.commit()
     return LinkState(
@@ -467,8 +533,8 @@ def _notification_view(row: dict[str, Any]) -> dict[str, Any]:
     another attempt is planned (the column keeps the last plan once SENT or DEAD)."""
     view: dict[str, Any] = {}
     for key, value in row.items():
-        if key == "body":
-            continue
+        if key in ("body", "resume_token"):
+            continue  # never a usable link in an answer
         if isinstance(value, datetime):
             view[key] = rfc3339(value)
         elif isinstance(value, uuid.UUID):

@@ -1,5 +1,10 @@
-"""Webhook endpoints (admin-owned) and delivery history. A task never supplies its own
-callback URL: source systems register endpoints, filtered by event and entity type."""
+"""Webhook endpoints and delivery history. A task never supplies its own callback URL:
+source systems register endpoints, filtered by event and entity type.
+
+An admin's endpoint receives every producer's events. A producer may register its own
+(producer-scoped subscriptions): they receive only the events of that producer's tasks,
+and the producer sees, changes, rotates and deletes only its own endpoints (another
+producer's are 404, as if they did not exist). Secrets are stored encrypted."""
 
 from __future__ import annotations
 
@@ -18,6 +23,16 @@ from signoff.store import webhooks as store
 from signoff.webhooks import new_secret
 
 ADMIN = frozenset({Role.ADMIN})
+MANAGERS = frozenset({Role.ADMIN, Role.PRODUCER})
+
+
+def _owner(caller: Principal) -> str | None:
+    """The producer an endpoint belongs to (``None``: an admin's, for every producer)."""
+    return caller.principal_id if caller.role is Role.PRODUCER else None
+
+
+def _visible(caller: Principal, row: Any) -> bool:
+    return caller.role is Role.ADMIN or row.producer_id == caller.principal_id
 
 
 def _not_found(endpoint_id: object) -> NotFound:
@@ -48,7 +63,7 @@ async def create_endpoint(
     Raises:
         Unprocessable: 422 ``ERR_WEBHOOK_URL_FORBIDDEN`` (SSRF guard, see :mod:`signoff.net`).
     """
-    require_role(caller, ADMIN, "manage webhook endpoints")
+    require_role(caller, MANAGERS, "manage webhook endpoints")
     await vet_url(url, allow_private=ctx.settings.webhook_allow_private_networks)
     now, secret = ctx.now(), new_secret()
     async with ctx.database.transaction() as uow:
@@ -61,7 +76,8 @@ async def create_endpoint(
                 "event_types": event_types,
                 "entity_types": entity_types,
                 "enabled": True,
-                "secret": secret,
+                "secret": ctx.keyring.encrypt(secret),
+                "producer_id": _owner(caller),
                 "created_at": now,
                 "updated_at": now,
             },
@@ -71,18 +87,26 @@ async def create_endpoint(
 
 
 async def list_endpoints(ctx: ServiceContext, caller: Principal) -> list[dict[str, Any]]:
-    require_role(caller, ADMIN, "manage webhook endpoints")
+    """Admins: every endpoint; a producer: its own."""
+    require_role(caller, MANAGERS, "manage webhook endpoints")
     async with ctx.database.transaction(write=False) as uow:
-        return [store.endpoint_view(row) for row in await store.list_endpoints(uow.connection)]
+        rows = await store.list_endpoints(uow.connection)
+    return [store.endpoint_view(row) for row in rows if _visible(caller, row)]
+
+
+async def _own_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> Any:
+    """The endpoint, if the caller may manage it (else 404, never 403: another
+    producer's endpoints are not theirs to learn of)."""
+    require_role(caller, MANAGERS, "manage webhook endpoints")
+    async with ctx.database.transaction(write=False) as uow:
+        row = await store.find_endpoint(uow.connection, _parse_id(raw_id))
+    if row is None or not _visible(caller, row):
+        raise _not_found(raw_id)
+    return row
 
 
 async def get_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> dict[str, Any]:
-    require_role(caller, ADMIN, "manage webhook endpoints")
-    async with ctx.database.transaction(write=False) as uow:
-        row = await store.find_endpoint(uow.connection, _parse_id(raw_id))
-    if row is None:
-        raise _not_found(raw_id)
-    return store.endpoint_view(row)
+    return store.endpoint_view(await _own_endpoint(ctx, caller, raw_id))
 
 
 async def update_endpoint(
@@ -90,7 +114,7 @@ async def update_endpoint(
 ) -> dict[str, Any]:
     """Change ``url``, ``enabled``, ``event_types``, ``entity_types`` or ``description``.
     Re-enabling clears the disabled reason and the failure streak."""
-    require_role(caller, ADMIN, "manage webhook endpoints")
+    await _own_endpoint(ctx, caller, raw_id)
     if "url" in changes:
         await vet_url(changes["url"], allow_private=ctx.settings.webhook_allow_private_networks)
     values = dict(changes, updated_at=ctx.now())
@@ -107,7 +131,7 @@ async def update_endpoint(
 
 
 async def delete_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> None:
-    require_role(caller, ADMIN, "manage webhook endpoints")
+    await _own_endpoint(ctx, caller, raw_id)
     async with ctx.database.transaction() as uow:
         if not await store.delete_endpoint(uow.connection, _parse_id(raw_id)):
             raise _not_found(raw_id)
@@ -117,7 +141,7 @@ async def delete_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -
 async def rotate_secret(ctx: ServiceContext, caller: Principal, raw_id: str) -> dict[str, Any]:
     """New secret; the old one keeps signing (``webhook-signature`` carries both) for
     ``SIGNOFF_WEBHOOK_SECRET_OVERLAP_SECONDS`` (24 h)."""
-    require_role(caller, ADMIN, "manage webhook endpoints")
+    await _own_endpoint(ctx, caller, raw_id)
     endpoint_id, now, secret = _parse_id(raw_id), ctx.now(), new_secret()
     async with ctx.database.transaction() as uow:
         current = await store.find_endpoint(uow.connection, endpoint_id)
@@ -127,8 +151,8 @@ async def rotate_secret(ctx: ServiceContext, caller: Principal, raw_id: str) -> 
             uow.connection,
             endpoint_id,
             {
-                "secret": secret,
-                "previous_secret": current.secret,
+                "secret": ctx.keyring.encrypt(secret),
+                "previous_secret": current.secret,  # still encrypted
                 "previous_secret_expires_at": now
                 + timedelta(seconds=ctx.settings.webhook_secret_overlap_seconds),
                 "updated_at": now,

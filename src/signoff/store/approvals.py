@@ -269,6 +269,15 @@ async def revoke_source(
     return (await conn.execute(statement)).first() is not None
 
 
+async def new_task_version(conn: AsyncConnection, task_id: uuid.UUID, now: datetime) -> Task:
+    """Give the task a new version for a change kept outside its row (a revoked source),
+    under the row's lock: the change's event then orders after every earlier one of the
+    task, as webhook delivery order requires."""
+    task = await update_task_if(conn, [T.id == task_id], {}, now=now)
+    assert task is not None  # tasks are never deleted
+    return task
+
+
 async def insert_actions(
     conn: AsyncConnection, task_id: uuid.UUID, action_ids: Sequence[str], now: datetime
 ) -> None:
@@ -372,3 +381,16 @@ async def record_view(
         )
     )
     return previous
+
+
+async def last_viewed_revision(
+    conn: AsyncConnection, *, task_id: uuid.UUID, principal_id: str
+) -> int | None:
+    """The revision ``principal_id`` last viewed (``None``: never), without recording."""
+    return (
+        await conn.execute(
+            select(revision_views.c.revision).where(
+                revision_views.c.task_id == task_id, revision_views.c.principal_id == principal_id
+            )
+        )
+    ).scalar_one_or_none()

@@ -81,6 +81,8 @@ class UnitOfWork:
             self._database.outbox_committed.set()
         if self.changed_tasks:
             self._database.changes.changed(self.changed_tasks)
+            for listener in tuple(self._database.change_listeners):
+                listener.set()
 
 
 class Database:
@@ -91,6 +93,9 @@ class Database:
         self.outbox_committed = asyncio.Event()
         self.changes = TaskChanges(_listen_url(engine))
         """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
+        self.change_listeners: set[asyncio.Event] = set()
+        """Events set on every commit that changed any task, for in-process listeners of
+        every change (the console's live inbox); each clears its own."""
 
     @property
     def dialect(self) -> str:

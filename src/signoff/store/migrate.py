@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -23,15 +24,19 @@ def alembic_config() -> Config:
     return config
 
 
-def _upgrade(connection: Connection, revision: str) -> None:
+def _upgrade(connection: Connection, revision: str, keyring: Any) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
     config = alembic_config()
     config.attributes["connection"] = connection
+    # Migrations that encrypt stored secrets use it (a signoff.crypto.Keyring, or a
+    # function returning one, called only when there is something to encrypt); without
+    # one they load the keys from the environment.
+    config.attributes["keyring"] = keyring
     command.upgrade(config, revision)
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+async def upgrade(engine: AsyncEngine, revision: str = "head", *, keyring: Any = None) -> None:
     """Bring the database schema to ``revision`` (default: the newest)."""
     async with engine.begin() as connection:
-        await connection.run_sync(_upgrade, revision)
+        await connection.run_sync(_upgrade, revision, keyring)

@@ -277,13 +277,17 @@ webhook_endpoints = Table(
     Column("enabled", Boolean, nullable=False),
     Column("disabled_reason", Text),
     # The signing secret must be readable to sign; it never leaves the database except
-    # in the responses that create or rotate it.
+    # in the responses that create or rotate it, and is stored encrypted
+    # (``fernet:…``, signoff.crypto), like ``previous_secret``.
     Column("secret", Text, nullable=False),
     Column("previous_secret", Text),
     Column("previous_secret_expires_at", UtcDateTime),
     Column("failing_since", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # Producer-scoped subscriptions: a producer's endpoint gets only its own tasks'
+    # events; NULL (an admin's endpoint) gets everyone's.
+    Column("producer_id", Text),
 )
 
 #: One row per (event, endpoint): the unit that is retried and dead-lettered. An attempt
@@ -397,6 +401,9 @@ notifications = Table(
     Column("last_error", Text),
     Column("created_at", UtcDateTime, nullable=False),
     Column("sent_at", UtcDateTime),
+    # No usable link at rest: ``body`` holds a placeholder where the link goes, and the
+    # resume token is kept encrypted only until the message is sent or dead.
+    Column("resume_token", Text),
     Index(
         "ix_notifications_due",
         "next_attempt_at",

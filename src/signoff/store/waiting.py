@@ -121,6 +121,7 @@ async def resolve_by_link(
     decision: Decision,
     revision: int | None,
     now: datetime,
+    notes: str | None = None,
 ) -> Task | None:
     """Claim and resolve in one statement: pending, lapsed, or held by the approver; never
     an approval of one's own escalation. The approval binds the revision the approver saw
@@ -144,12 +145,14 @@ async def resolve_by_link(
     values: dict[str, Any] = {
         "status": step.status_after().value,
         "decision": decision.value,
-        "notes": "decided with a resume link",
+        "notes": notes or "decided with a resume link",
         "operator_id": approver,
         "claimed_by": approver,
         "lease_expires_at": None,
         "resolved_at": now,
     }
+    if decision is Decision.REVISION_REQUESTED:
+        conditions.append(T.current_revision.is_not(None))
     if decision is Decision.APPROVED:
         conditions.append(T.producer_id != approver)
         values |= {
@@ -316,6 +319,8 @@ async def finish_notification(
 ) -> None:
     status = "SENT" if sent else ("PENDING" if next_attempt_at else "DEAD")
     values: dict[str, Any] = {"status": status, "leased_until": None, "last_error": error}
+    if status != "PENDING":
+        values["resume_token"] = None  # sent or dead: no token kept at rest
     if sent:
         values["sent_at"] = now
     if next_attempt_at:

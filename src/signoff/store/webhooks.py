@@ -50,6 +50,7 @@ def endpoint_view(row: Any) -> dict[str, Any]:
         "description": m["description"],
         "event_types": m["event_types"],
         "entity_types": m["entity_types"],
+        "producer_id": m["producer_id"],
         "enabled": m["enabled"],
         "disabled_reason": m["disabled_reason"],
         "failing_since": rfc3339(m["failing_since"]),
@@ -112,6 +113,16 @@ async def has_work(conn: AsyncConnection, *, now: datetime) -> bool:
     return False
 
 
+async def endpoints_for_fan_out(conn: AsyncConnection) -> Sequence[Any]:
+    """Enabled endpoints with what decides which events they get: event and entity type
+    filters, and the producer a producer-scoped endpoint belongs to."""
+    return (
+        await conn.execute(
+            select(E.id, E.event_types, E.entity_types, E.producer_id).where(E.enabled.is_(True))
+        )
+    ).all()
+
+
 async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
     """Create deliveries for up to ``limit`` new outbox events; returns how many events.
 
@@ -129,9 +140,7 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
     events = await _in_task_order(conn, events)
     if not events:
         return 0
-    endpoints = (
-        await conn.execute(select(E.id, E.event_types, E.entity_types).where(E.enabled.is_(True)))
-    ).all()
+    endpoints = await endpoints_for_fan_out(conn)
     rows = [
         {
             "id": uuid.uuid4(),
@@ -148,7 +157,7 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
         for event in events
         for endpoint in endpoints
         if endpoint_wants(
-            EndpointFilter(endpoint.event_types, endpoint.entity_types),
+            EndpointFilter(endpoint.event_types, endpoint.entity_types, endpoint.producer_id),
             event.event_type,
             event.payload["data"],
         )
@@ -454,3 +463,20 @@ async def requeue_delivery(conn: AsyncConnection, delivery_id: uuid.UUID, *, now
         .returning(D.id)
     )
     return result.first() is not None
+
+
+async def postpone_deliveries(
+    conn: AsyncConnection, delivery_ids: Sequence[uuid.UUID], *, owner: str, until: datetime
+) -> None:
+    """Give back deliveries this dispatcher leased but will not send (it cannot decrypt
+    the endpoint's secret): not counted as an attempt, due again at ``until``."""
+    await conn.execute(
+        update(webhook_deliveries)
+        .where(D.id.in_(list(delivery_ids)), D.lease_owner == owner)
+        .values(
+            leased_until=None,
+            lease_owner=None,
+            attempt_count=D.attempt_count - 1,
+            next_attempt_at=until,
+        )
+    )

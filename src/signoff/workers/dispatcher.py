@@ -42,6 +42,7 @@ from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exporte
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
 from signoff.workers.listen import Listener
+from signoff.workers.outage import OutageLog, database_unavailable
 
 log = structlog.get_logger("signoff.dispatcher")
 
@@ -194,6 +195,7 @@ class Dispatcher:
         await changes.start()
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
+        outage = OutageLog("dispatcher")
         try:
             while not stop.is_set():
                 # Clear before the round, not after: a notification that arrives while
@@ -204,9 +206,10 @@ class Dispatcher:
                 if len(in_flight) < capacity:
                     try:
                         claimed = await self._claim_round(capacity - len(in_flight))
-                    except Exception:  # the loop must outlive a database hiccup
-                        log.exception("dispatcher.iteration_failed")
+                    except Exception as exc:  # the loop must outlive a database hiccup
+                        outage.failed(exc)
                     else:
+                        outage.succeeded()
                         if listener is not None and not listener.listening.is_set():
                             listener.nudge()  # the database answers again: listen again now
                 for delivery in claimed:
@@ -224,8 +227,12 @@ class Dispatcher:
     def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
         def done(attempt: asyncio.Task[None]) -> None:
             in_flight.discard(attempt)
-            if not attempt.cancelled() and attempt.exception() is not None:
-                log.error("dispatcher.attempt_failed", error=repr(attempt.exception()))
+            failure = None if attempt.cancelled() else attempt.exception()
+            if failure is not None and database_unavailable(failure):
+                # Sent, perhaps, but not recorded: made again once its lease lapses.
+                log.warning("webhook.attempt_unrecorded", error=repr(failure)[:300])
+            elif failure is not None:
+                log.error("dispatcher.attempt_failed", error=repr(failure))
             self._wake.set()  # a finished attempt may make a task's next event due
 
         return done

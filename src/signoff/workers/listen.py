@@ -98,15 +98,15 @@ class Listener:
                 continue
             self.sessions += 1
             self.listening.set()
-            if lost_at is not None or failures:
+            if lost_at is not None:
                 log.info(
                     "listen.restored",
                     channel=self.channel,
                     attempts=failures + 1,
-                    down_seconds=round(time.monotonic() - lost_at, 3) if lost_at else None,
+                    down_seconds=round(time.monotonic() - lost_at, 3),
                 )
             else:
-                log.info("listen.started", channel=self.channel)
+                log.info("listen.started", channel=self.channel, attempts=failures + 1)
             delay, failures = self._retry_initial, 0
             self._on_notify()  # what committed while nobody listened was announced to no one
             try:

@@ -15,9 +15,11 @@ from typing import Any
 import aiosmtplib
 import structlog
 
+from signoff.crypto import SecretUnavailable
 from signoff.metrics import NOTIFICATIONS
 from signoff.services import waiting
 from signoff.services.context import ServiceContext
+from signoff.workers.outage import OutageLog
 
 log = structlog.get_logger("signoff.notifier")
 
@@ -41,17 +43,23 @@ class Notifier:
         return len(due)
 
     async def _send(self, row: dict[str, Any]) -> None:
-        error, permanent = None, False
+        error, permanent, message = None, False, None
         try:
-            message = EmailMessage()
-            message["From"] = self.settings.smtp_from
-            message["To"] = row["email"]
-            message["Subject"] = row["subject"]
-            message["Message-ID"] = f"<{row['id']}@signoff>"
-            message.set_content(row["body"])
-        except (ValueError, TypeError) as exc:  # a message that can never be sent
-            error, permanent = f"unsendable message: {exc}"[:500], True
+            body = waiting.notification_body(self.context, row)
+        except SecretUnavailable as exc:  # retried: another replica may hold the key
+            error = f"cannot build the resume link: {exc}"[:500]
+            log.error("notification.secret_undecryptable", notification_id=str(row["id"]))
         else:
+            try:
+                message = EmailMessage()
+                message["From"] = self.settings.smtp_from
+                message["To"] = row["email"]
+                message["Subject"] = row["subject"]
+                message["Message-ID"] = f"<{row['id']}@signoff>"
+                message.set_content(body)
+            except (ValueError, TypeError) as exc:  # a message that can never be sent
+                error, permanent = f"unsendable message: {exc}"[:500], True
+        if message is not None and error is None:
             try:
                 await aiosmtplib.send(
                     message,
@@ -79,12 +87,15 @@ class Notifier:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = OutageLog("notifier")
         while not stop.is_set():
             try:
                 sent = await self.send_once()
-            except Exception:  # the loop must outlive a database hiccup
-                log.exception("notifier.iteration_failed")
+            except Exception as exc:  # the loop must outlive a database hiccup
+                outage.failed(exc)
                 sent = 0
+            else:
+                outage.succeeded()
             if not sent:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(

@@ -17,6 +17,7 @@ import structlog
 from signoff.domain.tasks import Task
 from signoff.services import waiting
 from signoff.services.context import ServiceContext
+from signoff.workers.outage import OutageLog
 
 log = structlog.get_logger("signoff.sweeper")
 
@@ -39,11 +40,14 @@ class Sweeper:
         return applied
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = OutageLog("sweeper")
         while not stop.is_set():
             try:
                 await self.sweep_once()
-            except Exception:  # the loop must outlive a database hiccup
-                log.exception("sweeper.iteration_failed")
+            except Exception as exc:  # the loop must outlive a database hiccup
+                outage.failed(exc)
+            else:
+                outage.succeeded()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     stop.wait(), timeout=self.context.settings.sweep_interval_seconds

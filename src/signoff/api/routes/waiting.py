@@ -22,6 +22,8 @@ from signoff.api.deps import (
 )
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
+from signoff.console.auth import current_user
+from signoff.console.views import flatten, scalar_text
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
@@ -160,7 +162,11 @@ async def notifications(task_id: str, context: Context, caller: Caller) -> Respo
 
 
 def _page(
-    state: LinkState, *, status: int | None = None, message: str | None = None
+    state: LinkState,
+    *,
+    status: int | None = None,
+    message: str | None = None,
+    console_url: str | None = None,
 ) -> HTMLResponse:
     task = state.task or {}
     bundle = task.get("diagnostic_bundle", {})
@@ -174,6 +180,11 @@ def _page(
         snapshot=snapshot,
         approver=state.approver,
         csrf=state.csrf,
+        revision=state.revision,
+        subject_rows=flatten(state.revision["subject"]) if state.revision else [],
+        diff=state.diff,
+        console_url=console_url,
+        scalar_text=scalar_text,
     )
     headers = {
         "Cache-Control": "no-store",
@@ -233,7 +244,17 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
         state = await waiting.view_link(context, token)
     except SignoffError as error:
         return problem_response(error) if _wants_json(request) else _error_page(error)
-    return _link_json(state) if _wants_json(request) else _page(state)
+    if _wants_json(request):
+        return _link_json(state)
+    return _page(state, console_url=await _console_url(request, state))
+
+
+async def _console_url(request: Request, state: LinkState) -> str | None:
+    """The same task in the console, for a person signed in there."""
+    task_id = (state.task or {}).get("id")
+    if not task_id or state.state == "gone" or await current_user(request) is None:
+        return None
+    return f"/console/tasks/{task_id}"
 
 
 @router.post(
@@ -247,6 +268,7 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
         409: {"description": "Someone else is reviewing"},
         410: {"description": "Expired, cancelled or withdrawn"},
         413: {"description": "Body larger than SIGNOFF_MAX_BODY_BYTES"},
+        422: {"description": "Unknown decision, or a revision request without notes"},
     },
     summary='Decide with a resume link: a CSRF-protected form, or JSON {"decision": ...}',
 )
@@ -261,6 +283,7 @@ async def use_link(
         if as_json:
             body = await read_json_body(request)
             decision, revision = _json_decision(body)
+            notes = body.get("notes") if isinstance(body.get("notes"), str) else None
             csrf = None
             bearer = bearer_token(authorization)
             caller = await keys.authenticate(context, bearer) if authorization else None
@@ -270,9 +293,10 @@ async def use_link(
             csrf = (form.get("csrf") or [""])[0]
             raw_revision = (form.get("revision") or [""])[0]
             revision = int(raw_revision) if re.fullmatch(r"[0-9]{1,9}", raw_revision) else None
+            notes = (form.get("notes") or [""])[0].strip()[:10000] or None
             caller = None
         state = await waiting.decide_by_link(
-            context, token, decision, csrf=csrf, caller=caller, revision=revision
+            context, token, decision, csrf=csrf, caller=caller, revision=revision, notes=notes
         )
     except SignoffError as error:
         return problem_response(error) if as_json else _error_page(error)
@@ -280,15 +304,21 @@ async def use_link(
 
 
 def _decision(value: Any) -> Decision:
-    if value not in (Decision.APPROVED.value, Decision.REJECTED.value):
-        raise validation_error([FieldError("decision", "must be APPROVED or REJECTED")])
+    if value not in {d.value for d in Decision}:
+        raise validation_error(
+            [FieldError("decision", "must be APPROVED, REJECTED or REVISION_REQUESTED")]
+        )
     return Decision(value)
 
 
 def _json_decision(body: Any) -> tuple[Decision, int | None]:
     """``{"decision", "revision"?}``; a task with a subject needs the revision decided on."""
-    if not isinstance(body, dict) or set(body) - {"decision", "revision"}:
-        raise validation_error([FieldError("(root)", 'expected {"decision", "revision"?}')])
+    if not isinstance(body, dict) or set(body) - {"decision", "revision", "notes"}:
+        raise validation_error(
+            [FieldError("(root)", 'expected {"decision", "revision"?, "notes"?}')]
+        )
+    if "notes" in body and not (isinstance(body["notes"], str) and len(body["notes"]) <= 10000):
+        raise validation_error([FieldError("notes", "must be a string of at most 10000")])
     revision = body.get("revision")
     valid = isinstance(revision, int) and not isinstance(revision, bool) and 1 <= revision < 2**31
     if revision is not None and not valid:

@@ -69,7 +69,8 @@ def clear_session_cookie(request: Request, response: Response) -> None:
     )
 
 
-def _session_id(request: Request) -> str | None:
+def session_id_of(request: Request) -> str | None:
+    """The session id in the (correctly signed) cookie, live or not."""
     raw = request.cookies.get(SESSION_COOKIE)
     if not raw or "." not in raw:
         return None
@@ -83,7 +84,7 @@ async def current_user(request: Request) -> User | None:
     if hasattr(request.state, "console_user"):
         user: User | None = request.state.console_user
         return user
-    session_id = _session_id(request)
+    session_id = session_id_of(request)
     user = await user_service.resume_session(_context(request), session_id) if session_id else None
     request.state.console_user = user
     request.state.console_session_id = session_id if user is not None else None
@@ -117,7 +118,9 @@ def safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return HOME_PATH
     parts = urlsplit(target)
-    if parts.scheme or parts.netloc or any(c in target for c in "\r\n\\"):
+    # Browsers drop tabs and newlines from URLs ("/\t/evil.example" becomes
+    # "//evil.example"), so any control character, space or backslash is refused.
+    if parts.scheme or parts.netloc or any(c <= " " or c in "\\\x7f" for c in target):
         return HOME_PATH
     return target
 

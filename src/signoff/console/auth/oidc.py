@@ -23,6 +23,7 @@ from signoff.console.auth.core import (
     LOGIN_PATH,
     safe_next,
     secret_key,
+    session_id_of,
     set_session_cookie,
 )
 from signoff.console.rendering import render
@@ -185,6 +186,9 @@ async def callback(request: Request) -> Response:
         )
     except (Forbidden, Unprocessable) as exc:
         return _refused(request, 403, exc.message[:1].upper() + exc.message[1:] + ".")
+    earlier = session_id_of(request)
+    if earlier:
+        await user_service.sign_out(context, earlier)
     response = Response(status_code=303, headers={"Location": next_path})
     set_session_cookie(request, response, session.session_id)
     return response

@@ -18,6 +18,7 @@ from signoff.console.auth.core import (
     current_user,
     keep_anonymous_csrf_cookie,
     safe_next,
+    session_id_of,
     set_session_cookie,
     signed_in_user,
 )
@@ -143,6 +144,9 @@ async def login(request: Request) -> Response:
             username=username,
             next_path=next_path,
         )
+    earlier = session_id_of(request)
+    if earlier:  # a new session id at every sign-in; the one this browser had ends
+        await user_service.sign_out(_context(request), earlier)
     response = Response(status_code=303, headers={"Location": next_path})
     set_session_cookie(request, response, session.session_id)
     return response
@@ -178,6 +182,7 @@ def _set_password_page(
         min_length=user_service.MIN_PASSWORD_LENGTH,
     )
     keep_anonymous_csrf_cookie(request, response)
+    response.headers["Referrer-Policy"] = "no-referrer"  # the link is a secret
     return response
 
 

@@ -1,0 +1,336 @@
+/* Signoff console: keyboard shortcuts, the lease countdown, decision confirmation, and
+   live updates (Server-Sent Events with a slow poll as a fallback). No other host is
+   contacted; every state change is a form the server checks. */
+(function () {
+  "use strict";
+
+  var POLL_MS = 30000;
+  var pageKind = document.body.getAttribute("data-page");
+
+  function $(selector, root) { return (root || document).querySelector(selector); }
+  function $all(selector, root) { return Array.prototype.slice.call((root || document).querySelectorAll(selector)); }
+
+  function typing(target) {
+    if (!target || !target.tagName) return false;
+    var tag = target.tagName.toLowerCase();
+    return tag === "input" || tag === "textarea" || tag === "select" || target.isContentEditable;
+  }
+
+  function visible(el) {
+    return !!el && !el.disabled && !el.closest("[hidden]") && el.offsetParent !== null;
+  }
+
+  function pressKey(key) {
+    var buttons = $all('[data-key="' + key + '"]').filter(visible);
+    if (buttons.length) { buttons[0].click(); return true; }
+    return false;
+  }
+
+  function clock(seconds) {
+    seconds = Math.max(0, Math.floor(seconds));
+    var m = Math.floor(seconds / 60), s = seconds % 60;
+    if (m >= 60) { return Math.floor(m / 60) + " h " + (m % 60) + " min"; }
+    return m + ":" + (s < 10 ? "0" : "") + s;
+  }
+
+  /* Keyboard ------------------------------------------------------------------------ */
+
+  function rows() { return $all("#rows tr[data-task-id]"); }
+
+  function select(delta) {
+    var list = rows();
+    if (!list.length) return;
+    var current = list.findIndex(function (r) { return r.classList.contains("selected"); });
+    var next = current < 0 ? 0 : Math.min(list.length - 1, Math.max(0, current + delta));
+    list.forEach(function (r) { r.classList.remove("selected"); r.removeAttribute("aria-selected"); });
+    list[next].classList.add("selected");
+    list[next].setAttribute("aria-selected", "true");
+    var link = $(".row-link", list[next]);
+    if (link) link.focus();
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var dialog = $("#shortcuts");
+    if (event.key === "Escape") {
+      if (cancelConfirm()) event.preventDefault();
+      return;
+    }
+    if (typing(event.target)) return;
+    if (dialog && dialog.open) return;
+    var key = event.key;
+    if (key === "?") { if (dialog) dialog.showModal(); event.preventDefault(); return; }
+    if (key === "/") {
+      var filter = $("[data-filter]");
+      if (filter) { filter.focus(); event.preventDefault(); }
+      return;
+    }
+    if (key === "j") { select(1); event.preventDefault(); return; }
+    if (key === "k") { select(-1); event.preventDefault(); return; }
+    if (key === "Enter") {
+      var pending = $("#confirm:not([hidden]) [data-confirm]");
+      if (pending && event.target.tagName !== "BUTTON") { pending.click(); event.preventDefault(); return; }
+      var chosen = $("#rows tr.selected");
+      if (chosen && event.target.tagName !== "A" && event.target.tagName !== "BUTTON") {
+        window.location.href = chosen.getAttribute("data-href");
+        event.preventDefault();
+      }
+      return;
+    }
+    if ("ncarve".indexOf(key) >= 0 && key.length === 1) {
+      if (pressKey(key)) event.preventDefault();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var opener = event.target.closest("[data-shortcuts-open]");
+    if (opener) { var d = $("#shortcuts"); if (d) d.showModal(); }
+    var row = event.target.closest("#rows tr[data-task-id]");
+    if (row && !event.target.closest("a, button, input, label")) {
+      window.location.href = row.getAttribute("data-href");
+    }
+  });
+
+  /* Decisions: validated, then confirmed once ----------------------------------------- */
+
+  var LABELS = { APPROVED: "Approve", REJECTED: "Reject", REVISION_REQUESTED: "Request revision" };
+
+  function cancelConfirm() {
+    var bar = $("#confirm");
+    if (!bar || bar.hidden) return false;
+    bar.hidden = true;
+    var form = $("#decide");
+    if (form) form.removeAttribute("data-choice");
+    return true;
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id !== "decide") return;
+    event.preventDefault();
+    var submitter = event.submitter;
+    var decision = submitter && submitter.getAttribute("data-decision");
+    if (!decision) return;
+    var error = $("#decide-error");
+    var notes = $("#notes", form).value.trim();
+    var payload = $("#payload", form).value.trim();
+    error.textContent = "";
+    $("#payload-error").textContent = "";
+    if (decision !== "APPROVED" && !notes) {
+      error.textContent = "Notes are required to " + (decision === "REJECTED" ? "reject." : "request a revision.");
+      $("#notes", form).focus();
+      return;
+    }
+    if (payload) {
+      try { JSON.parse(payload); } catch (e) {
+        $("#payload-error").textContent = "The resolution payload is not valid JSON: " + e.message;
+        var details = $("details.payload", form); if (details) details.open = true;
+        $("#payload", form).focus();
+        return;
+      }
+    }
+    form.setAttribute("data-choice", decision);
+    var body = $("#task-body");
+    var revision = body.getAttribute("data-revision");
+    $("#confirm-text").textContent = LABELS[decision] + (revision ? " revision " + revision : "") +
+      "? Press Enter or click Confirm; Esc cancels.";
+    $("#confirm").hidden = false;
+    $("#confirm [data-confirm]").focus();
+  }, true);
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("[data-cancel]")) { cancelConfirm(); return; }
+    if (event.target.closest("[data-confirm]")) {
+      var form = $("#decide");
+      var choice = form && form.getAttribute("data-choice");
+      if (!choice) return;
+      var hidden = $('input[type="hidden"][name="decision"]', form);
+      hidden.disabled = false;
+      hidden.value = choice;
+      $("#confirm").hidden = true;
+      var toggle = $("#next-toggle");
+      if (toggle) localStorage.setItem("signoff.next", toggle.checked ? "on" : "off");
+      htmx.trigger(form, "confirmed");
+      return;
+    }
+    if (event.target.closest("[data-unlock]")) {
+      $all("#decide [data-decision]").forEach(function (b) { b.disabled = false; });
+      var lock = $("#revision-lock"); if (lock) lock.remove();
+      var first = $("#decide [data-decision]"); if (first) first.focus();
+    }
+  });
+
+  /* Lease countdown ----------------------------------------------------------------- */
+
+  var leaseTimer = null;
+
+  function startLease(body) {
+    if (leaseTimer) { clearInterval(leaseTimer); leaseTimer = null; }
+    var left = parseFloat(body.getAttribute("data-lease-left"));
+    if (isNaN(left)) return;
+    var warn = parseFloat(body.getAttribute("data-warn") || "120");
+    var started = performance.now();
+    var warned = false;
+    function tick() {
+      var remaining = left - (performance.now() - started) / 1000;
+      var timer = $("#lease-timer");
+      if (!timer) { clearInterval(leaseTimer); return; }
+      if (remaining <= 0) {
+        timer.textContent = "lapsed";
+        lockForLapse();
+        clearInterval(leaseTimer);
+        return;
+      }
+      timer.textContent = clock(remaining) + " left";
+      if (!warned && remaining <= warn) {
+        warned = true;
+        $("#lease-warning").textContent =
+          "Your lease lapses in " + clock(remaining) + ". Press e (Extend lease) to keep it.";
+      }
+    }
+    tick();
+    leaseTimer = setInterval(tick, 1000);
+  }
+
+  function lockForLapse() {
+    $all("#decide [data-decision]").forEach(function (b) { b.disabled = true; });
+    cancelConfirm();
+    var body = $("#task-body");
+    if (body) body.setAttribute("data-lapsed", "1");
+    $("#lease-warning").textContent =
+      "Your lease lapsed: the decision buttons are locked. Extend the lease or claim the task again.";
+    var reclaim = $("#reclaim"); if (reclaim) reclaim.hidden = false;
+  }
+
+  /* Live updates -------------------------------------------------------------------- */
+
+  var saved = null;
+
+  var inFlight = 0;
+  document.addEventListener("htmx:beforeRequest", function () { inFlight += 1; });
+  document.addEventListener("htmx:afterRequest", function () { inFlight = Math.max(0, inFlight - 1); });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    // Never let an older picture of the task replace a newer one (a refresh that was
+    // under way while the reviewer's own action answered).
+    var current = $("#task-body");
+    var text = event.detail.xhr && event.detail.xhr.responseText;
+    var match = text && /id="task-body"[^>]*data-version="(\d+)"/.exec(text);
+    if (current && match && event.detail.requestConfig && event.detail.requestConfig.verb === "get" &&
+        Number(match[1]) <= Number(current.getAttribute("data-version"))) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    var form = $("#decide");
+    if (form && event.detail.target && event.detail.target.id === "task-body") {
+      saved = { notes: $("#notes", form).value, payload: $("#payload", form).value,
+                task: $("#task-body").getAttribute("data-task-id") };
+    }
+  });
+
+  function restoreDraft(body) {
+    if (!saved || saved.task !== body.getAttribute("data-task-id")) return;
+    var notes = $("#notes", body), payload = $("#payload", body);
+    if (notes && !notes.value) notes.value = saved.notes;
+    if (payload && !payload.value) payload.value = saved.payload;
+    saved = null;
+  }
+
+  function checkTask() {
+    var body = $("#task-body");
+    if (!body || checkTask.busy) return;
+    if (inFlight > 0) { setTimeout(checkTask, 300); return; }  // the answer will show it
+    var id = body.getAttribute("data-task-id");
+    checkTask.busy = true;
+    fetch("/console/tasks/" + id + "/state", { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (state) {
+        body = $("#task-body");  // an answer to the reviewer's own action may have replaced it
+        if (!state || !body || state.version <= Number(body.getAttribute("data-version"))) return;
+        var params = new URLSearchParams(body.getAttribute("data-nav") || "");
+        params.set("since", body.getAttribute("data-version"));
+        if (body.getAttribute("data-revision")) params.set("seen", body.getAttribute("data-revision"));
+        return htmx.ajax("GET", "/console/tasks/" + id + "?" + params.toString(),
+                         { target: "#task-body", swap: "outerHTML" });
+      })
+      .catch(function () {})
+      .then(function () { checkTask.busy = false; });
+  }
+
+  function checkInbox() {
+    var pill = $("#new-pill");
+    if (!pill) return;
+    fetch(pill.getAttribute("data-rows-url"), { credentials: "same-origin", headers: { "HX-Request": "true" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var template = document.createElement("template");
+        template.innerHTML = "<table><tbody>" + html + "</tbody></table>";
+        var shown = {};
+        rows().forEach(function (r) { shown[r.getAttribute("data-task-id")] = true; });
+        var fresh = $all("tr[data-task-id]", template.content)
+          .filter(function (r) { return !shown[r.getAttribute("data-task-id")]; }).length;
+        pill.dataset.html = html;
+        if (fresh > 0) {
+          pill.textContent = fresh + " new — show";
+          pill.hidden = false;
+        }
+      })
+      .catch(function () {});
+  }
+
+  document.addEventListener("click", function (event) {
+    var pill = event.target.closest("#new-pill");
+    if (!pill || !pill.dataset.html) return;
+    $("#rows").innerHTML = pill.dataset.html;
+    htmx.process($("#rows"));
+    pill.hidden = true;
+    startRowCountdowns();
+    var first = $("#rows .row-link"); if (first) first.focus();
+  });
+
+  function check() {
+    if (pageKind === "task") checkTask();
+    else if (pageKind === "inbox") checkInbox();
+  }
+
+  if (pageKind === "task" || pageKind === "inbox") {
+    if (window.EventSource) {
+      var source = new EventSource("/console/events");
+      source.addEventListener("change", check);
+    }
+    setInterval(check, POLL_MS);
+  }
+
+  /* Row countdowns (Mine) ----------------------------------------------------------- */
+
+  var rowTimer = null;
+  function startRowCountdowns() {
+    if (rowTimer) clearInterval(rowTimer);
+    var items = $all("[data-countdown]");
+    if (!items.length) return;
+    var started = performance.now();
+    rowTimer = setInterval(function () {
+      var elapsed = (performance.now() - started) / 1000;
+      items.forEach(function (el) {
+        var left = parseFloat(el.getAttribute("data-countdown")) - elapsed;
+        el.textContent = left > 0 ? "lease " + clock(left) + " left" : "lease lapsed";
+      });
+    }, 1000);
+  }
+
+  /* Wiring -------------------------------------------------------------------------- */
+
+  function init(root) {
+    var body = root.id === "task-body" ? root : $("#task-body", root);
+    if (body) {
+      startLease(body);
+      restoreDraft(body);
+      var toggle = $("#next-toggle", body);
+      if (toggle) toggle.checked = localStorage.getItem("signoff.next") !== "off";
+    }
+    if ($("[data-countdown]", root)) startRowCountdowns();
+  }
+
+  htmx.onLoad(init);
+})();

@@ -1,0 +1,111 @@
+"""The e-mail link page shows what is being decided and takes notes and revision requests."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from tests.integration.test_waiting import (  # noqa: F401  (fixtures)
+    links_in,
+    local,
+    mailbox,
+    person,
+    send_mail,
+    waiting,
+)
+from tests.mailbox import Mailbox
+from tests.support import LiveServer, escalation
+
+SUBJECT = {"title": "Pay ACME", "amount": "100 EUR", "actions": [{"id": "pay"}]}
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert match, html
+    return match.group(1)
+
+
+def test_the_link_page_shows_the_subject_and_its_changes_and_requests_a_revision(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    body = escalation(assigned_group="reviewers", policy="three-steps", subject=SUBJECT)
+    task = producer.escalate(body).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    url = local(waiting, link)
+    page = httpx.get(url)
+    for text in ("What is being decided", "/title", "Pay ACME", "Notes", "Request revision"):
+        assert text in page.text
+    assert "Changed since you last looked" not in page.text
+    assert "Open in console" not in page.text  # nobody is signed in to the console here
+
+    # alice saw revision 1 (in the API); the link page then shows what changed since.
+    assert alice.get(f"/tasks/{task['id']}").status_code == 200
+    changed = producer.put(
+        f"/tasks/{task['id']}/subject",
+        headers={"If-Match": '"1"'},
+        json={"subject": SUBJECT | {"amount": "100000 EUR"}},
+    )
+    assert changed.status_code == 200
+    page = httpx.get(url)
+    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "100000 EUR" in page.text
+
+    csrf = _csrf(page.text)
+    no_notes = httpx.post(
+        url, data={"csrf": csrf, "decision": "REVISION_REQUESTED", "revision": "2"}
+    )
+    assert no_notes.status_code == 422
+    asked = httpx.post(
+        url,
+        data={
+            "csrf": csrf,
+            "decision": "REVISION_REQUESTED",
+            "revision": "2",
+            "notes": "the amount is a thousand times the invoice",
+        },
+    )
+    assert asked.status_code == 200, asked.text
+    assert "Recorded: REVISION_REQUESTED" in asked.text
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["decision"], shown["notes"]) == (
+        "REVISION_REQUESTED",
+        "the amount is a thousand times the invoice",
+    )
+    decided = httpx.get(url)
+    assert "already recorded: REVISION_REQUESTED" in decided.text
+    assert "<dt>Entity</dt>" not in decided.text  # no empty labels on a decided page
+
+
+def test_an_approval_invalidated_by_a_new_revision_sends_a_new_mail_with_a_link(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    body = escalation(assigned_group="reviewers", policy="three-steps", subject=SUBJECT)
+    task = producer.escalate(body).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    approved = httpx.post(local(waiting, link), json={"decision": "APPROVED", "revision": 1})
+    assert approved.json()["state"] == "decided"
+
+    changed = producer.put(
+        f"/tasks/{task['id']}/subject",
+        headers={"If-Match": '"1"'},
+        json={"subject": SUBJECT | {"amount": "900 EUR"}},
+    )
+    assert changed.status_code == 200
+    assert producer.get(f"/tasks/{task['id']}").json()["status"] == "PENDING_REVIEW"
+    send_mail(waiting)
+    subjects = [str(m["Subject"]) for m in mailbox.to("alice@example.org")]
+    assert any("invalidated the approval" in s for s in subjects), subjects
+    fresh = links_in(mailbox, "alice@example.org")[-1]
+    assert fresh != link
+    page = httpx.get(local(waiting, fresh))
+    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "900 EUR" in page.text
