@@ -64,7 +64,11 @@ def _service_env(database_url: str, **extra: str) -> dict[str, str]:
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "info"),  # the default
-        "SIGNOFF_WORKERS": os.environ.get("BENCH_WORKERS", "1"),  # serve --workers
+        **(
+            {"SIGNOFF_WORKERS": os.environ["BENCH_WORKERS"]}
+            if "BENCH_WORKERS" in os.environ
+            else {}
+        ),
     }
     return env | extra
 
@@ -87,7 +91,9 @@ class Service:
 
 
 @contextmanager
-def signoff_serve(database_url: str, *, profile: Path | None = None) -> Iterator[Service]:
+def signoff_serve(
+    database_url: str, *, profile: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[Service]:
     """Start ``python -m signoff serve`` on a free loopback port (optionally under
     cProfile, written to ``profile`` on exit); stop it with SIGTERM afterwards."""
     port = free_port()
@@ -99,7 +105,7 @@ def signoff_serve(database_url: str, *, profile: Path | None = None) -> Iterator
         process = subprocess.Popen(
             command,
             cwd=cwd,
-            env=_service_env(database_url),
+            env=_service_env(database_url, **(env or {})),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -205,3 +211,36 @@ def machine() -> dict[str, object]:
         "postgres": psql("postgres", "SHOW server_version"),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+@contextmanager
+def pgbouncer(database: str, *, pool_size: int = 20) -> Iterator[str]:
+    """PgBouncer (transaction pooling) on a free port in front of the benchmark server;
+    yields the database URL through it."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        os.chmod(workdir, 0o755)
+        (Path(workdir) / "users.txt").write_text('"postgres" ""\n')
+        ini = Path(workdir) / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n* = host=127.0.0.1 port=5432\n[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {workdir}/users.txt\npool_mode = transaction\n"
+            f"max_client_conn = 1000\ndefault_pool_size = {pool_size}\n"
+            "ignore_startup_parameters = extra_float_digits,options\n"
+        )
+        command = ["pgbouncer", str(ini)]
+        if os.geteuid() == 0:
+            command[1:1] = ["-u", "nobody"]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            yield f"postgresql://postgres@127.0.0.1:{port}/{database}"
+        finally:
+            process.terminate()
+            process.wait(timeout=20)

@@ -167,7 +167,10 @@ def serve(
     database_url: DatabaseOption = None,
     workers: Annotated[
         int | None,
-        typer.Option(help="Server processes (default 1). Each also runs the background workers."),
+        typer.Option(
+            help="Server processes (default: the CPU count on PostgreSQL, 1 on SQLite). "
+            "Each also runs the background workers."
+        ),
     ] = None,
     demo: Annotated[
         bool,
@@ -193,17 +196,21 @@ def serve(
         typer.echo(f"Demo producer key: {tour.producer_key}")
         typer.echo(f"Demo reviewer key: {tour.reviewer_key}")
         demo_lines, demo_secret = demo_module.tour(tour, settings), tour.receiver_secret
+    # The demo's receiver lives in this process: one process serves the demo.
+    processes = 1 if demo else settings.serve_processes
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
-        f"{settings.workers} process{'es' if settings.workers > 1 else ''})"
+        f"{processes} process{'es' if processes > 1 else ''})"
     )
     for note in start_up_notes(settings):
         typer.echo(note)
     for line in demo_lines:
         typer.echo(line)
     sys.stdout.flush()
-    if settings.workers > 1:
+    # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
+    fast = {"loop": "uvloop", "http": "httptools"}
+    if processes > 1:
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
@@ -215,12 +222,14 @@ def serve(
         uvicorn.run(
             "signoff.cli:server_process_app",
             factory=True,
-            workers=settings.workers,
+            workers=processes,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
+            access_log=settings.access_log,
             log_config=server_log_config(settings.log_level),
             timeout_graceful_shutdown=30,
+            **fast,  # type: ignore[arg-type]
         )
         return
     from signoff.api.app import create_app
@@ -235,8 +244,10 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        access_log=settings.access_log,
         log_config=server_log_config(settings.log_level),
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
+        **fast,  # type: ignore[arg-type]
     )
 
 

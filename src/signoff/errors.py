@@ -128,3 +128,13 @@ def validation_error(errors: Sequence[FieldError], message: str | None = None) -
 
 def task_not_found(task_id: object) -> NotFound:
     return NotFound(f"task {task_id} does not exist", error_code="ERR_TASK_NOT_FOUND")
+
+
+def claim_limit(limit: int, live: int) -> Conflict:
+    """409 ``ERR_CLAIM_LIMIT``: the caller already holds ``limit`` live leases."""
+    return Conflict(
+        f"you already hold {live} live leases, the limit per principal is {limit} "
+        "(SIGNOFF_MAX_LEASES_PER_PRINCIPAL): resolve or release one first",
+        error_code="ERR_CLAIM_LIMIT",
+        extra={"limit": limit, "live_leases": live},
+    )

@@ -6,7 +6,7 @@ notifications by result. Names follow Prometheus conventions (``_total`` suffix)
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -28,6 +28,35 @@ NOTIFICATIONS = Counter(
 LONG_POLL_WAITERS = Gauge(
     "signoff_long_poll_waiters",
     "Requests parked in GET /tasks/{id}?wait=… (they hold no database connection).",
+    registry=REGISTRY,
+)
+
+# --- speed ---
+REQUEST_SECONDS = Histogram(
+    "signoff_http_request_duration_seconds",
+    'HTTP request latency, by method and route template (unmatched paths: route="-").',
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    registry=REGISTRY,
+)
+RESOLVE_TO_DELIVERED = Histogram(
+    "signoff_resolve_to_delivered_seconds",
+    "From a task.resolved event's creation (the decision's commit) to its delivery "
+    "succeeding at a webhook endpoint.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
+    registry=REGISTRY,
+)
+STORM_SHIELD = Counter(
+    "signoff_storm_shield_total",
+    "Redis storm shield outcomes: replayed (a duplicate answered from Redis), waited (a "
+    "poll for a lock held by a request in flight), waited_out, redis_error.",
+    ["result"],
+    registry=REGISTRY,
+)
+API_KEY_CACHE = Counter(
+    "signoff_api_key_cache_total",
+    "API key verifications, by result: hit (this process's cache) or miss (database).",
+    ["result"],
     registry=REGISTRY,
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,8 +32,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     host: str = "127.0.0.1"
     port: int = 8000
-    workers: int = Field(default=1, ge=1, le=64)
-    """``signoff serve`` processes (uvicorn workers) sharing the port."""
+    workers: int | None = Field(default=None, ge=1, le=64)
+    """``signoff serve`` processes (uvicorn workers) sharing the port. Default: the CPU
+    count on PostgreSQL, 1 on SQLite (one writer; more processes only queue on its lock)."""
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)
@@ -83,6 +85,26 @@ class Settings(BaseSettings):
     Default: ``<database>.key`` next to a SQLite file, else ``./signoff.key``."""
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
+    # --- speed: claim limit, connection pooling, caches ---
+    max_leases_per_principal: int = Field(default=10, ge=1)
+    """Live (unlapsed) leases one principal may hold at once; a claim beyond it is refused
+    with 409 ``ERR_CLAIM_LIMIT``."""
+    pgbouncer: bool = False
+    """The database URL points at PgBouncer in transaction pooling mode: no named prepared
+    statements (PgBouncer 1.18 cannot route them), and ``LISTEN`` goes to
+    ``listen_database_url``."""
+    listen_database_url: str | None = None
+    """A direct PostgreSQL URL for ``LISTEN`` (outbox wake-ups, API-key revocations) when
+    ``database_url`` goes through a transaction pooler. Default: ``database_url``."""
+    access_log: bool = False
+    """uvicorn's per-request access log (state changes are logged regardless)."""
+    redis_url: str | None = None
+    """Redis for the storm shield (duplicate escalations in flight wait for the first and
+    replay it); unset: off. The database stays the final word either way."""
+    storm_shield_wait_seconds: float = Field(default=1.0, ge=0, le=10)
+    api_key_cache: bool = True
+    """Cache verified API keys in the process; revocations reach every replica at once
+    (``NOTIFY`` on PostgreSQL; on SQLite only this process, so keep one process per file)."""
     # Producers' side (agents).
     execution_lease_seconds: int = Field(default=300, gt=0, le=86400)
     """How long an execution grant fences its executor before another may take over."""
@@ -163,6 +185,16 @@ class Settings(BaseSettings):
     @property
     def secure_cookies(self) -> bool:
         return self.public_base_url.lower().startswith("https://")
+
+    @property
+    def serve_processes(self) -> int:
+        if self.workers is not None:
+            return self.workers
+        return 1 if self.is_sqlite else max(1, os.cpu_count() or 1)
+
+    @property
+    def listen_url(self) -> str:
+        return self.listen_database_url or self.database_url
 
     @property
     def is_sqlite(self) -> bool:

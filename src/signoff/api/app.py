@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from signoff import __version__
 from signoff.api.docs import install_docs
 from signoff.api.guard import TextGuard
+from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
@@ -43,17 +44,34 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(create_engine(settings))
-        context = ServiceContext(database=database, settings=settings, clock=clock)
+        database = Database(
+            create_engine(settings),
+            pgbouncer=settings.pgbouncer,
+            listen_url=settings.listen_database_url,
+        )
+        shield = None
+        if settings.redis_url:
+            from signoff.services.shield import StormShield
+
+            shield = StormShield(
+                settings.redis_url, wait_seconds=settings.storm_shield_wait_seconds
+            )
+        context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
+        if not settings.api_key_cache or (settings.pgbouncer and not settings.listen_database_url):
+            database.key_cache.disable()  # LISTEN does not pass a transaction pooler
+        else:
+            database.key_cache.start()
         try:
             yield
         finally:
             stop.set()
             if worker is not None:
                 await worker  # drains the attempts in flight
+            if shield is not None:
+                await shield.close()
             await database.dispose()
 
     app = FastAPI(
@@ -66,6 +84,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_problem_handlers(app)
     app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
+    app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     install_docs(app)
     app.include_router(admin.router)

@@ -321,6 +321,7 @@ LINK_STATE_SCHEMA: dict[str, Any] = {
     },
 }
 HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
+DECISIONS = ["APPROVED", "REJECTED", "REVISION_REQUESTED"]
 
 
 def operation_keys(app: FastAPI) -> list[str]:
@@ -474,7 +475,11 @@ def _special_media_types(paths: dict[str, Any]) -> None:
                         "type": "object",
                         "required": ["decision", "csrf"],
                         "properties": {
-                            "decision": {"type": "string", "enum": ["APPROVED", "REJECTED"]},
+                            "decision": {"type": "string", "enum": DECISIONS},
+                            "notes": {
+                                "type": "string",
+                                "description": "Required with REVISION_REQUESTED.",
+                            },
                             "csrf": {
                                 "type": "string",
                                 "description": "The form token from the page (GET /r/{token}).",
@@ -493,7 +498,12 @@ def _special_media_types(paths: dict[str, Any]) -> None:
                         "additionalProperties": False,
                         "required": ["decision"],
                         "properties": {
-                            "decision": {"type": "string", "enum": ["APPROVED", "REJECTED"]},
+                            "decision": {"type": "string", "enum": DECISIONS},
+                            "notes": {
+                                "type": "string",
+                                "maxLength": 10000,
+                                "description": "Required with REVISION_REQUESTED.",
+                            },
                             "revision": {
                                 "type": "integer",
                                 "minimum": 1,

@@ -91,7 +91,8 @@ class LeaseRule(StrEnum):
     """The caller presents the current lease token; a lapsed lease still counts while
     nobody else has claimed the task (renew, release)."""
     CLAIMABLE_OR_OWN = "claimable_or_own"
-    """Claimable, or claimed by the caller (a resume link claims and resolves at once)."""
+    """Claimable, or claimed by the caller (a claim by the holder renews the lease under a
+    fresh token; a resume link claims and resolves at once)."""
     HELD_LIVE = "held_live"
     """The current token *and* a live lease: after a lapse the holder must renew
     explicitly first (seed 000's closing rule)."""
@@ -143,7 +144,9 @@ SYSTEM = frozenset({Role.SYSTEM})
 TRANSITIONS: dict[Action, Transition] = dict(
     [
         _t(Action.ESCALATE, set(), P, PRODUCERS, LeaseRule.NONE, "task.created"),
-        _t(Action.CLAIM, {P, C}, C, REVIEWERS, LeaseRule.CLAIMABLE, "task.claimed"),
+        # Claimable, or held by the caller: the holder re-claiming gets a fresh lease token
+        # (the old one stops working). claim-next takes only tasks nobody holds.
+        _t(Action.CLAIM, {P, C}, C, REVIEWERS, LeaseRule.CLAIMABLE_OR_OWN, "task.claimed"),
         _t(Action.RENEW, {C}, C, REVIEWERS, LeaseRule.HELD, "task.lease_renewed", publish=False),
         _t(Action.RELEASE, {C}, P, REVIEWERS, LeaseRule.HELD, "task.released"),
         _t(Action.RESOLVE, {C}, R, REVIEWERS, LeaseRule.HELD_LIVE, "task.resolved"),

@@ -183,11 +183,14 @@ def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dic
     }
 
 
+SUMMARY_LABEL = "AI recommendation: a person decides"
+
+
 def _summary_view(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """Seed 004: an AI-prepared summary only recommends; it is always shown as such."""
     if summary is None:
         return None
-    return {**summary, "label": "AI recommendation: a person decides"}
+    return {**summary, "label": SUMMARY_LABEL}
 
 
 def can_read(principal: Principal, task: Task) -> bool:
@@ -270,7 +273,7 @@ def refusal_for(
             f"task {task.id} is assigned to group {task.assigned_group!r}, which you are not in",
             error_code="ERR_NOT_IN_GROUP",
         )
-    if transition.lease is LeaseRule.CLAIMABLE:
+    if transition.lease in (LeaseRule.CLAIMABLE, LeaseRule.CLAIMABLE_OR_OWN):
         holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None
         return Conflict(
             f"task {task.id} is {task.status.value}"

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import orjson
 import structlog
 
 from signoff.domain.states import Transition
@@ -22,8 +23,12 @@ log = structlog.get_logger("signoff.tasks")
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON, as stored for idempotent replays and sent in responses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Compact JSON, as stored for idempotent replays and sent in responses (orjson; the
+    standard library for what orjson refuses, such as integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def parse_task_id(raw: str) -> uuid.UUID:
@@ -68,6 +73,11 @@ async def record_transition(
             now=now,
         )
     uow.changed_tasks.add(task.id)
+    note_transition(step, task, principal)
+
+
+def note_transition(step: Transition, task: Task, principal: Principal) -> None:
+    """The metric and the log line of a committed (or committing) transition."""
     TRANSITIONS.labels(step.event_type).inc()
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
 from signoff.settings import Settings
 from signoff.store.database import Database
+
+if TYPE_CHECKING:
+    from signoff.services.shield import StormShield
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,8 @@ class ServiceContext:
     database: Database
     settings: Settings
     clock: Clock
+    shield: StormShield | None = None
+    """The Redis storm shield (``SIGNOFF_REDIS_URL``), or ``None``."""
 
     def now(self) -> datetime:
         """Read the clock once per operation; bind this value into every comparison."""

@@ -15,6 +15,7 @@ from signoff.domain.webhooks import (
     DeliveryStatus,
     Verdict,
 )
+from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
 from signoff.store import webhooks as store
 from signoff.store.webhooks import ClaimedDelivery
@@ -136,4 +137,14 @@ async def record_delivery_attempt(
                     conn, delivery.endpoint_id, reason="failing for 5 days", now=now
                 )
         await uow.commit()
+    if verdict is Verdict.SUCCESS and delivery.payload.get("type") == "task.resolved":
+        _observe_resolve_to_delivered(delivery, now)
     return held
+
+
+def _observe_resolve_to_delivered(delivery: ClaimedDelivery, now: datetime) -> None:
+    try:
+        resolved_at = datetime.fromisoformat(str(delivery.payload["created_at"]))
+    except (KeyError, ValueError):
+        return
+    RESOLVE_TO_DELIVERED.observe(max(0.0, (now - resolved_at).total_seconds()))

@@ -19,6 +19,7 @@ import structlog
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import FieldError, NotFound, Unauthenticated, validation_error
+from signoff.metrics import API_KEY_CACHE
 from signoff.services.context import ServiceContext
 from signoff.store import keys as key_store
 
@@ -60,16 +61,28 @@ def _check_principal_id(principal_id: str) -> None:
 async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
     """The principal behind ``Authorization: Bearer <key>``.
 
+    Verified keys are cached in the process (:mod:`signoff.store.keycache`); a revocation
+    still takes effect on the next request, on every replica.
+
     Raises:
         Unauthenticated: 401 ``ERR_UNAUTHENTICATED`` when the key is missing, unknown or
-            revoked (revocation takes effect on the next request: nothing is cached).
+            revoked.
     """
     if not bearer:
         raise Unauthenticated("an API key is required: Authorization: Bearer <key>")
+    key_hash = hash_api_key(bearer)
+    cache = ctx.database.key_cache
+    principal = cache.get(key_hash)
+    if principal is not None:
+        API_KEY_CACHE.labels("hit").inc()
+        return principal
+    API_KEY_CACHE.labels("miss").inc()
+    generation = cache.generation
     async with ctx.database.transaction(write=False) as uow:
-        principal = await key_store.find_principal_by_key_hash(uow.connection, hash_api_key(bearer))
+        principal = await key_store.find_principal_by_key_hash(uow.connection, key_hash)
     if principal is None:
         raise Unauthenticated("the API key is unknown or revoked")
+    cache.put(key_hash, principal, generation)
     return principal
 
 
@@ -116,12 +129,17 @@ async def revoke_api_key(
     """
     require_role(caller, frozenset({Role.ADMIN}), "manage API keys")
     async with ctx.database.transaction() as uow:
-        revoked = key_id is not None and await key_store.revoke_api_key(
-            uow.connection, key_id, ctx.now()
-        )
-        if not revoked:
+        revoked = None
+        if key_id is not None:
+            revoked = await key_store.revoke_api_key(uow.connection, key_id, ctx.now())
+        if revoked is None:
             raise NotFound(f"no live API key {shown_id}", error_code="ERR_API_KEY_NOT_FOUND")
         await uow.commit()
+    cache = ctx.database.key_cache
+    if ctx.database.dialect == "postgresql":
+        # The commit notified every process; answer once this one has heard it too.
+        await cache.heard(revoked, seconds=2.0)
+    cache.invalidate(revoked)
     log.info("api_key.revoked", key_id=str(key_id))
 
 

@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import structlog
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
-from signoff.domain.producer import parse_producer_fields, refuse_unknown_fields
+from signoff.domain.producer import ProducerFields, parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import (
     Action,
@@ -45,14 +46,21 @@ from signoff.domain.tasks import (
     task_view,
 )
 from signoff.domain.waiting import WaitingInput, parse_waiting_fields
-from signoff.errors import Conflict, FieldError, Unprocessable, validation_error
+from signoff.errors import Conflict, FieldError, Unprocessable, claim_limit, validation_error
 from signoff.services import waiting as waiting_service
-from signoff.services.common import dumps, get_task, parse_task_id, record_transition
+from signoff.services.common import (
+    dumps,
+    get_task,
+    note_transition,
+    parse_task_id,
+    record_transition,
+)
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
-from signoff.store import idempotency, trail
+from signoff.store import idempotency, oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.database import UnitOfWork
+from signoff.store.idempotency import StoredIdempotencyKey
 
 log = structlog.get_logger("signoff.tasks")
 
@@ -105,7 +113,40 @@ async def escalate(
     producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
+    if ctx.shield is None:
+        return await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+    entity = (request.entity_type, request.entity_id)
+    async with ctx.shield.escalation(
+        principal.principal_id, request.idempotency_key, request.fingerprint, entity
+    ) as guard:
+        if guard.replay is not None:
+            return EscalationOutcome(guard.replay.status_code, guard.replay.body, replayed=True)
+        outcome = await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+        await guard.committed(outcome.status_code, outcome.body)
+        return outcome
+
+
+async def _escalate(
+    ctx: ServiceContext,
+    principal: Principal,
+    request: EscalationRequest,
+    producer_fields: ProducerFields,
+    proposal: SubjectInput | None,
+    waiting: WaitingInput,
+) -> EscalationOutcome:
+    step = transition(Action.ESCALATE)
     now = ctx.now()
+    if (
+        ctx.database.dialect == "postgresql"
+        and proposal is None
+        and waiting.policy_name is None
+        and waiting.assigned_group is None
+    ):
+        # The common escalation (no subject, the default policy, no group to notify):
+        # key + task + audit + outbox in one statement.
+        return await _escalate_in_one_statement(
+            ctx, principal, request, waiting, producer_fields, now
+        )
     async with ctx.database.transaction() as uow:
         try:
             policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
@@ -205,31 +246,70 @@ def _new_task(
 
 
 def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "status": task.status.value,
-        "entity_type": task.entity_type,
-        "entity_id": task.entity_id,
-        "reason_code": task.reason_code,
-        "precheck_hash": task.precheck_hash,
-        "diagnostic_bundle": task.diagnostic_bundle,
-        "producer_id": task.producer_id,
-        "idempotency_key": idempotency_key,
-        "version": task.version,
-        "created_at": task.created_at,
-        "updated_at": task.updated_at,
-        "current_revision": task.current_revision,
-        "digest": task.digest,
-        "material_paths": task.material_paths,
-        "approval_ttl_seconds": task.approval_ttl_seconds,
-        "deadline_at": task.deadline_at,
-        "escalation_level": task.escalation_level,
-        "escalation_policy": task.escalation_policy,
-        "assigned_group": task.assigned_group,
-        "summary": task.summary,
-        "producer_metadata": task.producer_metadata,
-        "traceparent": task.traceparent,
+    return oneshot.task_values(task, idempotency_key)
+
+
+async def _escalate_in_one_statement(
+    ctx: ServiceContext,
+    principal: Principal,
+    request: EscalationRequest,
+    waiting: WaitingInput,
+    producer_fields: ProducerFields,
+    now: datetime,
+) -> EscalationOutcome:
+    """PostgreSQL: take the key, insert the task, its audit and outbox events in one
+    statement (:data:`signoff.store.oneshot.ESCALATE`). A live key inserts nothing and
+    the stored response is replayed; a unique rule on the task (same id, or an active task
+    for the entity) fails the whole statement, key included."""
+    step = transition(Action.ESCALATE)
+    task = replace(
+        _new_task(request, None, waiting, ctx.settings.default_policy, principal, now),
+        producer_metadata=producer_fields.metadata,
+        traceparent=producer_fields.traceparent,
+    )
+    response = dumps(
+        {"task_id": str(task.id), **task_view(task, now, metadata=True, traceparent=True)}
+    )
+    view = task_view(task, now, metadata=True)  # what events carry
+    event_id = uuid.uuid4()
+    row = oneshot.task_values(task, request.idempotency_key)
+    values: dict[str, Any] = {
+        f"t_{name}": oneshot.encode_json(value) if name in oneshot.JSON_COLUMNS else value
+        for name, value in row.items()
     }
+    values |= {
+        "actor": principal.principal_id,
+        "actor_role": principal.role.value,
+        "key": request.idempotency_key,
+        "fingerprint": request.fingerprint,
+        "response": response,
+        "now": now,
+        "expires_at": now + timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+        "details": dumps({"idempotency_key": request.idempotency_key}),
+        "event_id": event_id,
+        "payload": dumps(trail.envelope(event_id, step.event_type, now, view)),
+    }
+    try:
+        record = await oneshot.run(ctx.database, oneshot.ESCALATE, values)
+    except asyncpg.UniqueViolationError:
+        async with ctx.database.transaction(write=False) as uow:
+            raise await _task_conflict(uow, task) from None
+    if record["created"]:
+        note_transition(step, task, principal)
+        ctx.database.after_commit([task.id], wrote_outbox=True)
+        return EscalationOutcome(status_code=201, body=response, replayed=False)
+    if record["request_fingerprint"] is not None and record["expires_at"] > now:
+        stored = StoredIdempotencyKey(
+            request_fingerprint=record["request_fingerprint"],
+            task_id=record["task_id"],
+            response_status=record["response_status"],
+            response_body=record["response_body"],
+            expires_at=record["expires_at"],
+        )
+        return _replay_stored(stored, request.fingerprint)
+    # The key's holder committed after this statement's snapshot: read it again.
+    async with ctx.database.transaction(write=False) as uow:
+        return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
 
 
 async def _replay(
@@ -243,6 +323,10 @@ async def _replay(
             "this idempotency key is being used by a concurrent request; retry",
             error_code="ERR_IDEMPOTENCY_KEY_IN_USE",
         )
+    return _replay_stored(stored, fingerprint)
+
+
+def _replay_stored(stored: StoredIdempotencyKey, fingerprint: str) -> EscalationOutcome:
     if stored.request_fingerprint != fingerprint:
         raise Unprocessable(
             "this idempotency key was already used with a different request body",
@@ -282,9 +366,14 @@ async def claim(
 ) -> LeaseGrant:
     """Claim one task under a new lease (seed ``000`` section 3).
 
+    The current holder claiming again gets a fresh lease token (the old one stops
+    working), audited as a claim.
+
     Raises:
         NotFound: ``ERR_TASK_NOT_FOUND``.
-        Conflict: ``ERR_STATE_CONFLICT`` when the task is not pending and its lease is live.
+        Conflict: ``ERR_STATE_CONFLICT`` when another principal holds a live lease;
+            ``ERR_CLAIM_LIMIT`` when the caller already holds
+            ``SIGNOFF_MAX_LEASES_PER_PRINCIPAL`` live leases.
         Forbidden: ``ERR_FORBIDDEN`` (role) or ``ERR_OPERATOR_MISMATCH``.
     """
     step = transition(Action.CLAIM)
@@ -292,7 +381,26 @@ async def claim(
     require_operator(principal, operator_id)
     task_id = parse_task_id(raw_task_id)
     token, now = new_lease_token(), ctx.now()
+    limit = ctx.settings.max_leases_per_principal
+    if ctx.database.dialect == "postgresql":
+        record = await oneshot.run(
+            ctx.database,
+            oneshot.CLAIM,
+            _lease_values(ctx, principal, now, token_hash=hash_lease_token(token))
+            | {"task_id": task_id, "limit": limit, "groups": _groups_list(principal)},
+        )
+        if record["id"] is None:
+            if record["live_leases"] >= limit:
+                raise claim_limit(limit, record["live_leases"])
+            async with ctx.database.transaction(write=False) as uow:
+                raise await _refusal(uow, step, task_id, principal, None, now)
+        return _granted(ctx, step, record, principal, token)
     async with ctx.database.transaction() as uow:
+        live = await task_store.count_live_leases(
+            uow.connection, principal.principal_id, now=now, exclude=task_id
+        )
+        if live >= limit:
+            raise claim_limit(limit, live)
         task = await task_store.claim_task(
             uow.connection,
             step,
@@ -318,12 +426,37 @@ async def claim_next(
     reason_code: str | None = None,
     operator_id: str | None = None,
 ) -> LeaseGrant | None:
-    """Claim the oldest claimable task matching the filters; ``None`` when there is none."""
+    """Claim the oldest claimable task matching the filters; ``None`` when there is none.
+
+    Raises:
+        Conflict: ``ERR_CLAIM_LIMIT`` (see :func:`claim`).
+    """
     step = transition(Action.CLAIM)
     require_role(principal, step.roles, "claim tasks")
     require_operator(principal, operator_id)
     token, now = new_lease_token(), ctx.now()
+    limit = ctx.settings.max_leases_per_principal
+    if ctx.database.dialect == "postgresql":
+        record = await oneshot.run(
+            ctx.database,
+            oneshot.CLAIM_NEXT,
+            _lease_values(ctx, principal, now, token_hash=hash_lease_token(token))
+            | {
+                "limit": limit,
+                "groups": _groups_list(principal),
+                "entity_type": entity_type,
+                "reason_code": reason_code,
+            },
+        )
+        if record["id"] is None:
+            if record["live_leases"] >= limit:
+                raise claim_limit(limit, record["live_leases"])
+            return None
+        return _granted(ctx, step, record, principal, token)
     async with ctx.database.transaction() as uow:
+        live = await task_store.count_live_leases(uow.connection, principal.principal_id, now=now)
+        if live >= limit:
+            raise claim_limit(limit, live)
         task = await task_store.claim_next_claimable(
             uow.connection,
             step,
@@ -340,6 +473,41 @@ async def claim_next(
         await record_transition(uow, step, task, principal, now)
         await uow.commit()
     return LeaseGrant(task=task, lease_token=token)
+
+
+def _groups_list(principal: Principal) -> list[str] | None:
+    groups = _groups_of(principal)
+    return None if groups is None else list(groups)
+
+
+def _lease_values(
+    ctx: ServiceContext, principal: Principal, now: datetime, *, token_hash: str
+) -> dict[str, Any]:
+    """The parameters every single-statement lease change binds (PostgreSQL)."""
+    return {
+        "actor": principal.principal_id,
+        "actor_role": principal.role.value,
+        "now": now,
+        "now_text": rfc3339(now),
+        "event_id": uuid.uuid4(),
+        "token_hash": token_hash,
+        "lease_expires_at": now + timedelta(seconds=ctx.settings.lease_seconds),
+    }
+
+
+def _changed(ctx: ServiceContext, step: Transition, record: Any, principal: Principal) -> Task:
+    """After a single-statement change committed: the task, the metric, the log line,
+    and this process's dispatcher woken when an outbox event was written."""
+    task = oneshot.task_from_record(record)
+    note_transition(step, task, principal)
+    ctx.database.after_commit([task.id], wrote_outbox=step.publish)
+    return task
+
+
+def _granted(
+    ctx: ServiceContext, step: Transition, record: Any, principal: Principal, token: str
+) -> LeaseGrant:
+    return LeaseGrant(task=_changed(ctx, step, record, principal), lease_token=token)
 
 
 async def renew(
@@ -392,6 +560,23 @@ async def _change_held_lease(
     require_role(principal, step.roles, f"{action.value} leases")
     task_id = parse_task_id(raw_task_id)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
+    if ctx.database.dialect == "postgresql":
+        lease = _lease_values(ctx, principal, now, token_hash=token_hash)
+        changes = values(now)
+        details = (
+            {"lease_expires_at": rfc3339(changes["lease_expires_at"])}
+            if changes.get("lease_expires_at")
+            else {}
+        )
+        lease |= {"task_id": task_id, "details": dumps(details)}
+        if "lease_expires_at" in changes:
+            lease["lease_expires_at"] = changes["lease_expires_at"]
+        statement = oneshot.RENEW if action is Action.RENEW else oneshot.RELEASE
+        record = await oneshot.run(ctx.database, statement, lease)
+        if record is None:
+            async with ctx.database.transaction(write=False) as uow:
+                raise await _refusal(uow, step, task_id, principal, token_hash, now)
+        return _changed(ctx, step, record, principal)
     async with ctx.database.transaction() as uow:
         task = await task_store.update_held_task(
             uow.connection,
@@ -444,6 +629,24 @@ async def resolve(
     require_operator(principal, operator_id)
     task_id = parse_task_id(raw_task_id)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
+    if ctx.database.dialect == "postgresql":
+        record = await oneshot.run(
+            ctx.database,
+            oneshot.RESOLVE,
+            _lease_values(ctx, principal, now, token_hash=token_hash)
+            | {
+                "task_id": task_id,
+                "decision": decision.value,
+                "notes": notes,
+                "payload": oneshot.encode_json(resolution_payload),
+                "key_id": principal.key_id,
+                "default_ttl": ctx.settings.approval_ttl_seconds,
+                "revision": revision,
+                "digest": digest,
+            },
+        )
+        if record is not None:
+            return _changed(ctx, step, record, principal)
     async with ctx.database.transaction() as uow:
         task = await task_store.resolve_task(
             uow.connection,

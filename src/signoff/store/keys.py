@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
+from signoff.store.keycache import CHANNEL as KEY_CHANNEL
 from signoff.store.tables import api_keys
 
 K = api_keys.c
@@ -60,15 +61,26 @@ async def find_principal_by_key_hash(conn: AsyncConnection, key_hash: str) -> Pr
     )
 
 
-async def revoke_api_key(conn: AsyncConnection, key_id: uuid.UUID, now: datetime) -> bool:
-    """Revoke a live key; False when no live key has this id."""
+async def revoke_api_key(conn: AsyncConnection, key_id: uuid.UUID, now: datetime) -> str | None:
+    """Revoke a live key; its hash, or None when no live key has this id. On PostgreSQL
+    the same transaction notifies every process's key cache (``signoff_api_keys``)."""
     result = await conn.execute(
         update(api_keys)
         .where(K.id == key_id, K.revoked_at.is_(None))
         .values(revoked_at=now)
-        .returning(K.id)
+        .returning(K.key_hash)
     )
-    return result.first() is not None
+    row = result.first()
+    if row is None:
+        return None
+    await notify_key_changed(conn, row.key_hash)
+    return str(row.key_hash)
+
+
+async def notify_key_changed(conn: AsyncConnection, key_hash: str) -> None:
+    """Tell every process's key cache (PostgreSQL: delivered when the transaction commits)."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(select(func.pg_notify(KEY_CHANNEL, key_hash)))
 
 
 async def key_hash_exists(conn: AsyncConnection, key_hash: str) -> bool:
@@ -103,3 +115,4 @@ async def restore_bootstrap_key(conn: AsyncConnection, key_hash: str) -> None:
         .where(K.key_hash == key_hash)
         .values(role=Role.ADMIN.value, revoked_at=None)
     )
+    await notify_key_changed(conn, key_hash)

@@ -155,6 +155,14 @@ review_tasks = Table(
     ),
     Index("ix_review_tasks_listing", "created_at", "id"),
     Index("ix_review_tasks_producer", "producer_id", "created_at"),
+    # The claim limit counts a principal's live leases at every claim.
+    Index(
+        "ix_review_tasks_held",
+        "claimed_by",
+        "lease_expires_at",
+        postgresql_where=text("status = 'CLAIMED'"),
+        sqlite_where=text("status = 'CLAIMED'"),
+    ),
     # The sweeper looks for execution leases that lapsed without an outcome.
     Index(
         "ix_review_tasks_execution_lease",

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Row,
     and_,
     false,
+    func,
     literal,
     literal_column,
     or_,
@@ -89,14 +90,25 @@ def _guard(
     now: datetime,
     lease_token_hash: str | None = None,
     holder: str | None = None,
+    lease: LeaseRule | None = None,
 ) -> ColumnElement[bool]:
-    """The ``WHERE`` clause that makes ``transition`` legal, from the transition table."""
+    """The ``WHERE`` clause that makes ``transition`` legal, from the transition table
+    (``lease`` overrides its lease rule: claim-next takes only tasks nobody holds)."""
     clauses: list[ColumnElement[bool]] = [status_in(transition.sources)]
-    if transition.lease is LeaseRule.CLAIMABLE:
+    rule = lease or transition.lease
+    if rule is LeaseRule.CLAIMABLE:
         clauses.append(or_(T.status == TaskStatus.PENDING_REVIEW.value, T.lease_expires_at <= now))
-    elif transition.lease in (LeaseRule.HELD, LeaseRule.HELD_LIVE):
+    elif rule is LeaseRule.CLAIMABLE_OR_OWN:
+        clauses.append(
+            or_(
+                T.status == TaskStatus.PENDING_REVIEW.value,
+                T.lease_expires_at <= now,
+                T.claimed_by == holder,
+            )
+        )
+    elif rule in (LeaseRule.HELD, LeaseRule.HELD_LIVE):
         clauses += [T.lease_token_hash == lease_token_hash, T.claimed_by == holder]
-        if transition.lease is LeaseRule.HELD_LIVE:
+        if rule is LeaseRule.HELD_LIVE:
             clauses.append(T.lease_expires_at > now)
     return and_(*clauses)
 
@@ -153,7 +165,7 @@ async def claim_task(
     supervisors, who may claim any task)."""
     return await update_task_if(
         conn,
-        [T.id == task_id, _guard(transition, now=now), _visible_to(groups)],
+        [T.id == task_id, _guard(transition, now=now, holder=operator_id), _visible_to(groups)],
         _claim_values(operator_id, lease_token_hash, lease_expires_at),
         now=now,
     )
@@ -188,7 +200,7 @@ async def claim_next_claimable(
     instead of queueing on the same one. SQLite: ``BEGIN IMMEDIATE`` already serialises
     writers, so the sub-select and the update are atomic together.
     """
-    guard = and_(_guard(transition, now=now), _visible_to(groups))
+    guard = and_(_guard(transition, now=now, lease=LeaseRule.CLAIMABLE), _visible_to(groups))
     candidate = select(T.id).where(guard)
     if entity_type is not None:
         candidate = candidate.where(T.entity_type == entity_type)
@@ -201,6 +213,20 @@ async def claim_next_claimable(
         _claim_values(operator_id, lease_token_hash, lease_expires_at),
         now=now,
     )
+
+
+async def count_live_leases(
+    conn: AsyncConnection, principal_id: str, *, now: datetime, exclude: uuid.UUID | None = None
+) -> int:
+    """How many live (unlapsed) leases ``principal_id`` holds, ``exclude`` aside. On SQLite
+    the write transaction (``BEGIN IMMEDIATE``) makes count-then-claim atomic; PostgreSQL
+    counts inside the claim statement (:mod:`signoff.store.oneshot`)."""
+    statement = select(func.count()).where(
+        T.status == TaskStatus.CLAIMED.value, T.claimed_by == principal_id, T.lease_expires_at > now
+    )
+    if exclude is not None:
+        statement = statement.where(T.id != exclude)
+    return int((await conn.execute(statement)).scalar_one())
 
 
 async def update_held_task(

@@ -43,6 +43,13 @@ async def append_audit_event(
     )
 
 
+def envelope(
+    event_id: uuid.UUID, event_type: str, now: datetime, data: dict[str, Any]
+) -> dict[str, Any]:
+    """An outbox event as receivers get it: ``{"id", "type", "created_at", "data"}``."""
+    return {"id": str(event_id), "type": event_type, "created_at": rfc3339(now), "data": data}
+
+
 async def append_outbox_event(
     conn: AsyncConnection,
     *,
@@ -55,14 +62,13 @@ async def append_outbox_event(
     """Write the event envelope ``{"id", "type", "created_at", "data"}``; its id is the
     stable identity receivers deduplicate on. Returns that id."""
     event_id = uuid.uuid4()
-    envelope = {"id": str(event_id), "type": event_type, "created_at": rfc3339(now), "data": data}
     await conn.execute(
         insert(outbox_events).values(
             id=event_id,
             event_type=event_type,
             task_id=task_id,
             task_version=task_version,
-            payload=envelope,
+            payload=envelope(event_id, event_type, now, data),
             created_at=now,
         )
     )

@@ -304,7 +304,7 @@ async def use_link(
 
 
 def _decision(value: Any) -> Decision:
-    if value not in {d.value for d in Decision}:
+    if not isinstance(value, str) or value not in {d.value for d in Decision}:
         raise validation_error(
             [FieldError("decision", "must be APPROVED, REJECTED or REVISION_REQUESTED")]
         )

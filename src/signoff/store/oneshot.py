@@ -1,0 +1,370 @@
+"""One round trip per state change on PostgreSQL.
+
+Each statement here is a single data-modifying statement (a CTE): the conditional change
+— its ``WHERE`` built from the transition table in :mod:`signoff.domain.states` — plus
+its audit event and, when the transition is published, its outbox event. A single
+statement is atomic on its own, so one round trip is the whole transaction
+(:meth:`signoff.store.database.Database.one_statement`). The statements are built once,
+at import, from the transition table and the columns of :mod:`signoff.store.tables`,
+and run as asyncpg prepared statements: nothing is constructed per request.
+
+SQLite keeps the multi-statement path in :mod:`signoff.store.tasks` (one writer, no round
+trips to save). The outbox payload is the task's public view; here it is built by the
+database from the updated row (:func:`view_sql`), and
+``tests/integration/test_oneshot.py`` holds it equal to :func:`signoff.domain.tasks.task_view`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sqlalchemy import Column
+from sqlalchemy.dialects import postgresql
+
+from signoff.domain.states import (
+    ACTIVE_STATUSES,
+    Action,
+    LeaseRule,
+    TaskStatus,
+    Transition,
+    transition,
+)
+from signoff.domain.tasks import SUMMARY_LABEL, Task
+from signoff.store.database import Database
+from signoff.store.tables import JsonText, review_tasks
+
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+_PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+_TASK_FIELDS = tuple(field.name for field in fields(Task))
+TASK_COLUMNS: tuple[Column[Any], ...] = tuple(review_tasks.c)
+JSON_COLUMNS = frozenset(c.name for c in TASK_COLUMNS if isinstance(c.type, JsonText))
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement with ``$n`` placeholders and the names they stand for, in order."""
+
+    name: str
+    sql: str
+    params: tuple[str, ...]
+
+    def args(self, values: Mapping[str, Any]) -> list[Any]:
+        return [values[name] for name in self.params]
+
+
+def statement(name: str, template: str) -> Statement:
+    """Turn ``:name`` placeholders into ``$n`` (a name used twice is one parameter)."""
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in order:
+            order.append(key)
+        return f"${order.index(key) + 1}"
+
+    return Statement(name, _PLACEHOLDER.sub(number, template), tuple(order))
+
+
+def sql_type(column: Column[Any]) -> str:
+    return str(column.type.compile(dialect=_PG))
+
+
+def encode_json(value: Any) -> str | None:
+    """What :class:`~signoff.store.tables.JsonText` stores."""
+    if value is None:
+        return None
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def task_from_record(record: Mapping[str, Any]) -> Task:
+    """A task from a ``review_tasks`` row returned by asyncpg (JSON text decoded with the
+    standard library: it keeps integers of any size exact)."""
+    values = {}
+    for name in _TASK_FIELDS:
+        value = record[name]
+        if name in JSON_COLUMNS and value is not None:
+            value = json.loads(value)
+        values[name] = value
+    values["status"] = TaskStatus(values["status"])
+    return Task(**values)
+
+
+def task_values(task: Task, idempotency_key: str) -> dict[str, Any]:
+    """The one place that turns a new task into its ``review_tasks`` row (every column;
+    JSON still as values). Both engines' escalation paths insert exactly this."""
+    row = {c.name: getattr(task, c.name, None) for c in TASK_COLUMNS}
+    row["status"] = task.status.value
+    row["idempotency_key"] = idempotency_key
+    return row
+
+
+# --- SQL fragments, all from the transition table -------------------------------------
+
+
+def _statuses(statuses: frozenset[TaskStatus], column: str = "status") -> str:
+    """``status IN (...)`` written exactly as the partial indexes' predicates."""
+    ordered = [s.value for s in TaskStatus if s in statuses]
+    return f"{column} IN (" + ", ".join(f"'{v}'" for v in ordered) + ")"
+
+
+def guard_sql(step: Transition, lease: LeaseRule | None = None) -> str:
+    """The ``WHERE`` that makes ``step`` legal (``lease`` overrides the step's rule, for
+    claim-next, which only takes tasks nobody holds). Parameters: ``:now``,
+    ``:actor``, ``:token_hash``."""
+    rule = lease or step.lease
+    clauses = [_statuses(step.sources)]
+    pending = f"status = '{TaskStatus.PENDING_REVIEW.value}'"
+    lapsed = "lease_expires_at <= :now::timestamptz"
+    if rule is LeaseRule.CLAIMABLE:
+        clauses.append(f"({pending} OR {lapsed})")
+    elif rule is LeaseRule.CLAIMABLE_OR_OWN:
+        clauses.append(f"({pending} OR {lapsed} OR claimed_by = :actor::text)")
+    elif rule in (LeaseRule.HELD, LeaseRule.HELD_LIVE):
+        clauses.append("lease_token_hash = :token_hash::varchar AND claimed_by = :actor::text")
+        if rule is LeaseRule.HELD_LIVE:
+            clauses.append("lease_expires_at > :now::timestamptz")
+    return " AND ".join(clauses)
+
+
+VISIBLE = (
+    "(:groups::text[] IS NULL OR assigned_group IS NULL OR assigned_group = ANY(:groups::text[]))"
+)
+
+
+def _ts(expression: str) -> str:
+    """RFC 3339 UTC with microseconds, as :func:`signoff.domain.clock.rfc3339`."""
+    return f"to_char({expression} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+
+def _held(r: str) -> str:
+    return (
+        f"({r}.status = '{TaskStatus.CLAIMED.value}' AND ({r}.lease_expires_at IS NULL"
+        f" OR {r}.lease_expires_at > :now::timestamptz))"
+    )
+
+
+def status_view_sql(r: str) -> str:
+    """The effective status: a claim whose lease lapsed shows as pending."""
+    return (
+        f"CASE WHEN {r}.status = '{TaskStatus.CLAIMED.value}'"
+        f" AND {r}.lease_expires_at <= :now::timestamptz"
+        f" THEN '{TaskStatus.PENDING_REVIEW.value}' ELSE {r}.status END"
+    )
+
+
+def view_sql(r: str) -> str:
+    """:func:`signoff.domain.tasks.task_view` (``metadata=True``, as events carry it) of
+    row ``r``, as a ``json`` value."""
+    active = _statuses(ACTIVE_STATUSES, f"{r}.status")
+    summary = (
+        f"CASE WHEN {r}.summary IS NULL THEN NULL ELSE (SELECT json_object_agg(k, v) FROM"
+        f" (SELECT key AS k, value AS v FROM json_each({r}.summary::json) WHERE key <> 'label'"
+        f" UNION ALL SELECT 'label', to_json('{SUMMARY_LABEL}'::text)) AS s) END"
+    )
+    pairs = [
+        ("id", f"{r}.id::text"),
+        ("status", status_view_sql(r)),
+        ("entity_type", f"{r}.entity_type"),
+        ("entity_id", f"{r}.entity_id"),
+        ("reason_code", f"{r}.reason_code"),
+        ("precheck_hash", f"{r}.precheck_hash"),
+        ("diagnostic_bundle", f"{r}.diagnostic_bundle::json"),
+        ("producer_id", f"{r}.producer_id"),
+        ("version", f"{r}.version"),
+        ("claimed_by", f"CASE WHEN {_held(r)} THEN {r}.claimed_by END"),
+        ("lease_expires_at", f"CASE WHEN {_held(r)} THEN {_ts(r + '.lease_expires_at')} END"),
+        ("decision", f"{r}.decision"),
+        ("notes", f"{r}.notes"),
+        ("resolution_payload", f"{r}.resolution_payload::json"),
+        ("operator_id", f"{r}.operator_id"),
+        ("created_at", _ts(f"{r}.created_at")),
+        ("updated_at", _ts(f"{r}.updated_at")),
+        ("resolved_at", _ts(f"{r}.resolved_at")),
+        ("current_revision", f"{r}.current_revision"),
+        ("digest", f"{r}.digest"),
+        ("material_paths", f"{r}.material_paths::json"),
+        ("approved_revision", f"{r}.approved_revision"),
+        ("approved_digest", f"{r}.approved_digest"),
+        ("approval_expires_at", _ts(f"{r}.approval_expires_at")),
+        ("execution_status", f"{r}.execution_status"),
+        (
+            "execution_lease_expires_at",
+            f"CASE WHEN {r}.execution_token_hash IS NOT NULL"
+            f" THEN {_ts(r + '.execution_lease_expires_at')} END",
+        ),
+        ("deadline_at", f"CASE WHEN {active} THEN {_ts(r + '.deadline_at')} END"),
+        ("escalation_level", f"{r}.escalation_level"),
+        ("policy", f"({r}.escalation_policy::json ->> 'name')"),
+        ("assigned_group", f"{r}.assigned_group"),
+        ("summary", summary),
+        # Events carry the producer's correlation metadata (task_view(metadata=True)).
+        ("metadata", f"{r}.producer_metadata::json"),
+    ]
+    return "json_build_object(" + ", ".join(f"'{k}', {v}" for k, v in pairs) + ")"
+
+
+def _record(step: Transition, r: str, details: str) -> str:
+    """The audit CTE (``a``) and, for published transitions, the outbox CTE (``o``) of
+    ``step`` applied to row ``r``. Parameters: ``:actor``, ``:actor_role``, ``:now``,
+    ``:now_text``, ``:event_id``."""
+    audit = (
+        "a AS (INSERT INTO task_events (task_id, event_type, action, status, version,"
+        " actor_id, actor_role, details, created_at)"
+        f" SELECT {r}.id, '{step.event_type}', '{step.action.value}', {status_view_sql(r)},"
+        f" {r}.version, :actor::text, :actor_role::text, {details}, :now::timestamptz"
+        f" FROM {r})"
+    )
+    if not step.publish:
+        return audit
+    envelope = (
+        f"json_build_object('id', :event_id::uuid::text, 'type', '{step.event_type}',"
+        f" 'created_at', :now_text::text, 'data', {view_sql(r)})::text"
+    )
+    return audit + (
+        ", o AS (INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
+        f" created_at) SELECT :event_id::uuid, '{step.event_type}', {r}.id, {envelope},"
+        f" {r}.version, :now::timestamptz FROM {r})"
+    )
+
+
+_BUMP = "version = version + 1, updated_at = :now::timestamptz"
+
+
+def _escalate() -> Statement:
+    step = transition(Action.ESCALATE)
+    names = ", ".join(c.name for c in TASK_COLUMNS)
+    values = ", ".join(f":t_{c.name}::{sql_type(c)}" for c in TASK_COLUMNS)
+    return statement(
+        "escalate",
+        "WITH ik AS (INSERT INTO idempotency_keys (producer_id, idempotency_key,"
+        " request_fingerprint, task_id, response_status, response_body, created_at,"
+        " expires_at) VALUES (:actor::text, :key::text, :fingerprint::varchar,"
+        " :t_id::uuid, 201, :response::text, :now::timestamptz, :expires_at::timestamptz)"
+        " ON CONFLICT (producer_id, idempotency_key) DO UPDATE SET"
+        " request_fingerprint = EXCLUDED.request_fingerprint, task_id = EXCLUDED.task_id,"
+        " response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,"
+        " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at"
+        " WHERE idempotency_keys.expires_at <= :now::timestamptz RETURNING 1 AS fresh),"
+        f" t AS (INSERT INTO review_tasks ({names}) SELECT {values}"
+        " WHERE EXISTS (SELECT 1 FROM ik) RETURNING id, version),"
+        " a AS (INSERT INTO task_events (task_id, event_type, action, status, version,"
+        " actor_id, actor_role, details, created_at)"
+        f" SELECT t.id, '{step.event_type}', '{step.action.value}', :t_status::varchar,"
+        " t.version, :actor::text, :actor_role::text, :details::text, :now::timestamptz"
+        " FROM t),"
+        " o AS (INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
+        f" created_at) SELECT :event_id::uuid, '{step.event_type}', t.id, :payload::text,"
+        " t.version, :now::timestamptz FROM t)"
+        " SELECT (SELECT count(*) FROM t) AS created, k.request_fingerprint,"
+        " k.task_id, k.response_status, k.response_body, k.expires_at"
+        " FROM (SELECT 1) AS one LEFT JOIN idempotency_keys AS k"
+        " ON k.producer_id = :actor::text AND k.idempotency_key = :key::text",
+    )
+
+
+#: A principal's live leases, counted under its advisory lock (migration 0008).
+_LIMIT = "lim AS (SELECT signoff_live_leases(:actor::text, :now::timestamptz, {exclude}) AS n)"
+_CLAIM_SET = (
+    "status = '{target}', claimed_by = :actor::text, lease_token_hash = :token_hash::varchar,"
+    " lease_expires_at = :lease_expires_at::timestamptz, " + _BUMP
+)
+
+
+def _claim() -> Statement:
+    step = transition(Action.CLAIM)
+    return statement(
+        "claim",
+        "WITH " + _LIMIT.format(exclude=":task_id::uuid") + ","
+        " u AS (UPDATE review_tasks SET "
+        + _CLAIM_SET.format(target=step.status_after().value)
+        + f" WHERE id = :task_id::uuid AND {guard_sql(step)} AND {VISIBLE}"
+        " AND (SELECT n FROM lim) < :limit::bigint RETURNING review_tasks.*), "
+        + _record(step, "u", "'{}'")
+        + " SELECT u.*, (SELECT n FROM lim) AS live_leases FROM (SELECT 1) AS one"
+        " LEFT JOIN u ON true",
+    )
+
+
+def _claim_next() -> Statement:
+    step = transition(Action.CLAIM)
+    guard = guard_sql(step, LeaseRule.CLAIMABLE)
+    return statement(
+        "claim_next",
+        "WITH " + _LIMIT.format(exclude="NULL::uuid") + ","
+        f" c AS (SELECT id FROM review_tasks WHERE {guard} AND {VISIBLE}"
+        " AND (:entity_type::text IS NULL OR entity_type = :entity_type::text)"
+        " AND (:reason_code::text IS NULL OR reason_code = :reason_code::text)"
+        " AND (SELECT n FROM lim) < :limit::bigint"
+        " ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+        " u AS (UPDATE review_tasks SET "
+        + _CLAIM_SET.format(target=step.status_after().value)
+        + f" WHERE id = (SELECT id FROM c) AND {guard} RETURNING review_tasks.*), "
+        + _record(step, "u", "'{}'")
+        + " SELECT u.*, (SELECT n FROM lim) AS live_leases FROM (SELECT 1) AS one"
+        " LEFT JOIN u ON true",
+    )
+
+
+def _held_change(action: Action, changes: str) -> Statement:
+    step = transition(action)
+    target = f"status = '{step.target.value}', " if step.target else ""
+    return statement(
+        action.value,
+        f"WITH u AS (UPDATE review_tasks SET {target}{changes}{_BUMP}"
+        f" WHERE id = :task_id::uuid AND {guard_sql(step)} RETURNING review_tasks.*), "
+        + _record(step, "u", ":details::text")
+        + " SELECT * FROM u",
+    )
+
+
+def _resolve() -> Statement:
+    step = transition(Action.RESOLVE)
+    approved = ":decision::varchar = 'APPROVED'"
+    ttl = "COALESCE(approval_ttl_seconds, :default_ttl::int)"
+    details = (
+        "(CASE WHEN u.current_revision IS NULL THEN json_build_object('decision', u.decision)"
+        " ELSE json_build_object('decision', u.decision, 'revision', u.current_revision,"
+        " 'digest', u.digest) END)::text"
+    )
+    return statement(
+        "resolve",
+        f"WITH u AS (UPDATE review_tasks SET status = '{step.status_after().value}',"
+        " decision = :decision::varchar, notes = :notes::text,"
+        " resolution_payload = :payload::text, operator_id = :actor::text,"
+        " resolved_at = :now::timestamptz,"
+        f" approved_revision = CASE WHEN {approved} THEN current_revision"
+        " ELSE approved_revision END,"
+        f" approved_digest = CASE WHEN {approved} THEN digest ELSE approved_digest END,"
+        f" approver_key_id = CASE WHEN {approved} THEN :key_id::uuid ELSE approver_key_id END,"
+        f" approval_expires_at = CASE WHEN {approved} AND current_revision IS NOT NULL"
+        f" AND {ttl} IS NOT NULL THEN :now::timestamptz + make_interval(secs => {ttl})"
+        " ELSE approval_expires_at END, "
+        + _BUMP
+        + " WHERE id = :task_id::uuid AND "
+        + guard_sql(step)
+        + " AND ((current_revision IS NULL AND :revision::int IS NULL)"
+        " OR (current_revision = :revision::int AND digest = :digest::varchar))"
+        " AND (:decision::varchar <> 'REVISION_REQUESTED' OR current_revision IS NOT NULL)"
+        " AND (NOT " + approved + " OR producer_id <> :actor::text)"
+        " RETURNING review_tasks.*), " + _record(step, "u", details) + " SELECT * FROM u",
+    )
+
+
+ESCALATE = _escalate()
+CLAIM = _claim()
+CLAIM_NEXT = _claim_next()
+RENEW = _held_change(Action.RENEW, "lease_expires_at = :lease_expires_at::timestamptz, ")
+RELEASE = _held_change(
+    Action.RELEASE, "claimed_by = NULL, lease_token_hash = NULL, lease_expires_at = NULL, "
+)
+RESOLVE = _resolve()
+
+
+async def run(database: Database, stmt: Statement, values: Mapping[str, Any]) -> Any:
+    """Execute ``stmt`` with ``values`` (by name) as one transaction; its first row."""
+    rows = await database.one_statement(stmt.sql, *stmt.args(values))
+    return rows[0] if rows else None

@@ -1,0 +1,103 @@
+"""Signoff behind PgBouncer in transaction pooling mode (Debian's pgbouncer 1.18, which
+cannot route named prepared statements): the test starts its own pgbouncer on a free
+port in front of the local PostgreSQL and runs escalate → claim → resolve through it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from signoff.domain.clock import ManualClock
+from signoff.settings import Settings
+from tests.conftest import reset_postgres
+from tests.support import ADMIN_KEY, escalation, example_resolve, live_server
+
+pytestmark = pytest.mark.postgres
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def pgbouncer(postgres_database: str, tmp_path: Path) -> Iterator[str]:
+    """A pgbouncer (transaction pooling) on a free port; yields the database URL through it."""
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    assert Path(binary).exists(), "pgbouncer is not installed (.ci/run installs it)"
+    target = urlsplit(postgres_database)
+    port = _free_port()
+    workdir = tmp_path / "pgbouncer"
+    workdir.mkdir()
+    (workdir / "users.txt").write_text(f'"{target.username}" ""\n')
+    (workdir / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={target.hostname} port={target.port or 5432}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {workdir / 'users.txt'}\n"
+        "pool_mode = transaction\nmax_client_conn = 200\ndefault_pool_size = 8\n"
+        "ignore_startup_parameters = extra_float_digits,options\n"
+    )
+    command = [binary, str(workdir / "pgbouncer.ini")]
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        command[1:1] = ["-u", "nobody"]
+    log = (workdir / "pgbouncer.log").open("w")
+    process = subprocess.Popen(command, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert process.poll() is None, (workdir / "pgbouncer.log").read_text()
+            assert time.monotonic() < deadline, "pgbouncer did not start"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)  # waiting for a subprocess to listen, not a clock
+        yield f"postgresql://{target.username}@127.0.0.1:{port}{target.path}"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()
+
+
+def test_escalate_claim_resolve_through_pgbouncer(
+    pgbouncer: str, postgres_database: str, clock: ManualClock
+) -> None:
+    reset_postgres(postgres_database)
+    settings = Settings(
+        database_url=pgbouncer,
+        bootstrap_admin_key=ADMIN_KEY,
+        pgbouncer=True,
+        listen_database_url=postgres_database,  # LISTEN does not pass a transaction pooler
+    )
+    with live_server(settings, clock) as server:
+        with server.new_client("producer", "bot-1") as producer:
+            bodies = [escalation() for _ in range(5)]
+            created = [producer.escalate(body) for body in bodies]
+            assert [r.status_code for r in created] == [201] * 5
+            replay = producer.escalate(bodies[0])
+            assert replay.headers.get("Idempotent-Replayed") == "true"
+            duplicate = producer.escalate(escalation(bodies[1]["entity_id"]))
+            assert duplicate.status_code == 409
+        with server.new_client("reviewer", "alice") as alice:
+            for _ in range(5):
+                grant = alice.post("/tasks/claim-next")
+                assert grant.status_code == 200, grant.text
+                task_id, token = grant.json()["id"], grant.json()["lease_token"]
+                assert alice.renew(task_id, token).status_code == 200
+                body = example_resolve() | {"operator_id": "alice"}
+                resolved = alice.resolve(task_id, token, body)
+                assert resolved.status_code == 200, resolved.text
+            assert alice.post("/tasks/claim-next").status_code == 204
+        assert server.count("review_tasks", status="RESOLVED") == 5
+        assert server.count("outbox_events") == 15  # created, claimed, resolved
