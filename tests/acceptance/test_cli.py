@@ -363,7 +363,7 @@ def test_create_key_prints_only_the_key_and_sets_groups_and_email(tmp_path: Path
     )
     assert_one_line_error(bad, 1, "--email")
 
-    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000", "SIGNOFF_ACCESS_LOG": "true"}
     with serve(tmp_path, env=env) as served:
         listed = httpx.get(
             f"{served.base_url}/api-keys",
