@@ -196,6 +196,7 @@ def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
             env = {"SIGNOFF_PGBOUNCER": "true", "SIGNOFF_LISTEN_DATABASE_URL": pg_url(db)}
         if args.redis:
             env["SIGNOFF_REDIS_URL"] = args.redis
+        env |= dict(pair.split("=", 1) for pair in args.env)
         service = stack.enter_context(signoff_serve(url_for_service, env=env))
         _run_pg_workloads(args, results, db, service)
 
@@ -307,6 +308,20 @@ CATEGORIES = [
 ]
 
 
+#: Leaf frames of a process or thread that waits (the event loop's poll, the uvicorn
+#: supervisor, executor threads): not busy.
+IDLE = (
+    "select (",
+    "epoll",
+    "_run_once",
+    "poll (",
+    "Condition.wait",
+    "Connection._recv",
+    "Runner.run",
+    "spawn_main",
+)
+
+
 def profile_summary(path: Path) -> dict[str, Any]:
     """Share of busy samples by the module of the frame actually running, from py-spy's
     raw (collapsed) output; idle samples (the event loop waiting) are left out."""
@@ -318,7 +333,7 @@ def profile_summary(path: Path) -> dict[str, Any]:
         if not n.isdigit():
             continue
         frames = stack.split(";")
-        if any(idle in frames[-1] for idle in ("select (", "epoll", "_run_once", "poll (")):
+        if any(idle in frames[-1] for idle in IDLE):
             continue
         busy += int(n)
         name = next((c for c, keys in CATEGORIES if any(k in frames[-1] for k in keys)), "other")
@@ -383,6 +398,9 @@ def main() -> None:
     parser.add_argument("--pgbouncer", action="store_true", help="serve through PgBouncer")
     parser.add_argument("--redis", help="SIGNOFF_REDIS_URL for the service (storm shield)")
     parser.add_argument("--profile", type=Path, help="py-spy (raw) of the server during W1")
+    parser.add_argument(
+        "--env", nargs="*", default=[], help="SIGNOFF_X=value settings for the service"
+    )
     parser.add_argument("--out", type=Path, default=Path("/tmp/signoff-bench/run.json"))
     args = parser.parse_args()
     results: dict[str, Any] = {

@@ -13,7 +13,7 @@ import pytest
 from oidc_provider_mock import run_server_in_thread
 from playwright.sync_api import Page, expect
 
-from tests.browser.support import ConsoleServer, serve_console
+from tests.browser.support import ConsoleServer, accessibility_violations, serve_console
 from tests.conftest import ENGINES
 
 pytestmark = pytest.mark.filterwarnings("ignore:get_jwt_config:DeprecationWarning")
@@ -60,6 +60,7 @@ def _person(identity_provider: str, groups: list[str]) -> str:
 
 def _sign_in_with_sso(page: Page, sub: str) -> None:
     page.goto("/console/login?next=/console/account")
+    assert accessibility_violations(page) == []  # the login page with its SSO button
     page.get_by_role("button", name="Sign in with SSO").click()
     page.get_by_placeholder("sub").fill(sub)  # the provider's own sign-in form
     page.get_by_role("button", name="Authorize").click()
@@ -99,5 +100,6 @@ def test_sso_refuses_someone_in_no_mapped_group_and_says_why(
     expect(alert).to_contain_text("in none of the groups that may use Signoff")
     expect(alert).to_contain_text("ops-leads, payments-reviewers")
     expect(page.get_by_role("link", name="Back to the sign-in page")).to_be_visible()
+    assert accessibility_violations(page) == []
     page.goto("/console/account")
     assert urlsplit(page.url).path == "/console/login"  # no session was opened

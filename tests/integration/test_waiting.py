@@ -650,11 +650,12 @@ def test_the_sweeper_purges_expired_idempotency_keys(waiting: LiveServer) -> Non
     assert replay.headers.get("Idempotent-Replayed") == "true"
 
 
-def test_a_policy_name_that_cannot_exist_is_not_found(waiting: LiveServer) -> None:
+def test_a_policy_name_that_cannot_exist_is_refused_not_crashed(waiting: LiveServer) -> None:
     with waiting.admin() as admin:
         for method in ("get", "delete"):
+            # U+0000 never reaches a query: the request boundary's text guard refuses it.
             response = getattr(admin, method)("/escalation-policies/a%00b")
             assert (response.status_code, response.json()["error_code"]) == (
-                404,
-                "ERR_POLICY_NOT_FOUND",
+                422,
+                "ERR_VALIDATION",
             )

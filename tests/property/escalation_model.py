@@ -159,6 +159,39 @@ class Expected:
         return str(self.error_code)
 
 
+#: Top-level fields stored whole as JSON documents: the text guard leaves them alone.
+DOCUMENTS = {"diagnostic_bundle", "subject", "resolution_payload", "result", "summary", "metadata"}
+
+
+def unstorable_text(body: Any) -> Iterator[str]:
+    """The request boundary's text guard (docs/api.md): outside documents, no string or
+    key holds U+0000 or runs over 500 characters (``notes`` 65,536, ``url`` 2,048,
+    ``description`` 1,000)."""
+    if not isinstance(body, dict):
+        return
+    bounds = {"notes": 65536, "url": 2048, "description": 1000}
+
+    def walk(value: Any, path: str, limit: int) -> Iterator[str]:
+        if isinstance(value, str):
+            if "\x00" in value or len(value) > limit:
+                yield path
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key or len(key) > 500:
+                    yield path
+                else:
+                    yield from walk(item, f"{path}.{key}", limit)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from walk(item, f"{path}[{index}]", limit)
+
+    for key, value in body.items():
+        if "\x00" in key or len(key) > 500:
+            yield "(root)"
+        elif key not in DOCUMENTS:
+            yield from walk(value, key, bounds.get(key, 500))
+
+
 @dataclass
 class EscalationModel:
     """What one producer has successfully escalated so far (the service's TTL never
@@ -175,6 +208,9 @@ class EscalationModel:
         bad = sorted(set(unrepresentable(body)))
         if bad:
             return Expected(422, "ERR_VALIDATION", frozenset(bad))
+        unstorable = sorted(set(unstorable_text(body)))
+        if unstorable:
+            return Expected(422, "ERR_VALIDATION", frozenset(unstorable))
         if isinstance(body, dict):
             missing = self._missing_context_proof(body)
             if missing:
@@ -190,7 +226,7 @@ class EscalationModel:
         too_long_or_nul = [
             name
             for name, shortest in INDEXED_TEXT.items()
-            if not shortest <= len(body[name]) <= 255 or "\x00" in body[name]
+            if not shortest <= len(body[name]) <= 255
         ]
         if too_long_or_nul:
             return Expected(422, "ERR_VALIDATION", frozenset(too_long_or_nul))

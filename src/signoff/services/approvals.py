@@ -175,6 +175,15 @@ async def revise_subject(
             "sources_changed": sources_changed,
             "effect": effect.value,
         }
+        if effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION):
+            # The decision being cleared stays readable, notes included (the console shows
+            # a reviewer their own earlier notes beside the diff).
+            details["previous_decision"] = {
+                "decision": task.decision,
+                "notes": task.notes,
+                "by": task.operator_id,
+                "revision": expected,
+            }
         if effect is RevisionEffect.INVALIDATE_APPROVAL:
             details |= {
                 "reason": "the subject changed after approval",
