@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Annotated, Any, NoReturn, TypeVar
 
+import httpx
 import typer
 import uvicorn
 from pydantic import ValidationError
@@ -135,6 +136,14 @@ def describe_database_error(exc: BaseException, settings: Settings) -> str | Non
 
 def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` the coroutine; a database that cannot be used becomes a UserError."""
+    url = make_url(settings.database_url)
+    if url.drivername.startswith("sqlite") and url.database and url.database != ":memory:":
+        folder = os.path.dirname(os.path.abspath(url.database))
+        if not os.path.isdir(folder):
+            coroutine.close()
+            raise UserError(
+                f"cannot open the SQLite file {url.database}: the folder {folder} does not exist"
+            )
     try:
         return asyncio.run(coroutine)
     except KeyringError as exc:  # the encryption key of stored secrets (signoff.crypto)
@@ -172,21 +181,32 @@ def serve(
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
     settings = _settings(database_url, host=host, port=port, workers=workers)
+    if demo:
+        # The demo's receiver is this server itself, on loopback.
+        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
     admin_key = run_with_database(settings, prepare_database(settings))
     if admin_key:
         typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+    demo_lines: list[str] = []
+    demo_secret = None
     if demo:
-        from signoff.demo import seed_demo
+        from signoff import demo as demo_module
 
-        demo_keys = run_with_database(settings, seed_demo(settings))
-        typer.echo(f"Demo producer key: {demo_keys['producer']}")
-        typer.echo(f"Demo reviewer key: {demo_keys['reviewer']}")
-    processes = settings.serve_processes
+        tour = run_with_database(settings, demo_module.seed_demo(settings))
+        typer.echo(f"Demo producer key: {tour.producer_key}")
+        typer.echo(f"Demo reviewer key: {tour.reviewer_key}")
+        demo_lines, demo_secret = demo_module.tour(tour, settings), tour.receiver_secret
+    # The demo's receiver lives in this process: one process serves the demo.
+    processes = 1 if demo else settings.serve_processes
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
         f"{processes} process{'es' if processes > 1 else ''})"
     )
+    for note in start_up_notes(settings):
+        typer.echo(note)
+    for line in demo_lines:
+        typer.echo(line)
     sys.stdout.flush()
     # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
     fast = {"loop": "uvloop", "http": "httptools"}
@@ -214,8 +234,13 @@ def serve(
         return
     from signoff.api.app import create_app
 
+    application = create_app(settings)
+    if demo_secret is not None:
+        from signoff.demo import install_receiver
+
+        install_receiver(application, demo_secret)
     uvicorn.run(
-        create_app(settings),
+        application,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -224,6 +249,27 @@ def serve(
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
         **fast,  # type: ignore[arg-type]
     )
+
+
+def start_up_notes(settings: Settings) -> list[str]:
+    """What an operator should know about this configuration before relying on it."""
+    notes = []
+    levels = settings.default_policy.levels
+    for index, level in enumerate(levels):
+        if level.assign_group:
+            hours = sum(earlier.after_seconds for earlier in levels[: index + 1]) / 3600
+            notes.append(
+                f"Note: the default escalation policy reassigns a task still waiting after "
+                f"{hours:g} h to group '{level.assign_group}'; then only reviewers in that "
+                "group, supervisors and admins see it (docs/waiting.md)."
+            )
+            break
+    if settings.webhook_allow_private_networks:
+        notes.append(
+            "Note: webhooks may go to private and loopback addresses "
+            "(SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true): for local development only."
+        )
+    return notes
 
 
 def server_process_app() -> Any:
@@ -424,6 +470,85 @@ def worker(database_url: DatabaseOption = None) -> None:
     asyncio.run(run())
 
 
+@app.command()
+def listen(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SIGNOFF_LISTEN_SECRET",
+            help="The webhook endpoint's secret (whsec_...), to verify signatures.",
+            show_default=False,
+        ),
+    ] = None,
+    register: Annotated[
+        str | None,
+        typer.Option(
+            "--register",
+            metavar="SIGNOFF_URL",
+            help="Create (or re-key) the webhook endpoint for this receiver on that Signoff "
+            "and use its secret; needs --admin-key.",
+            show_default=False,
+        ),
+    ] = None,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(envvar="SIGNOFF_ADMIN_KEY", help="For --register.", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event's whole envelope as JSON.")
+    ] = False,
+    exit_after: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="Exit after N distinct events (of --event's type).", min=1),
+    ] = None,
+    event: Annotated[
+        str | None,
+        typer.Option(metavar="TYPE", help="With --exit-after: count only this event type."),
+    ] = None,
+) -> None:
+    """A webhook receiver for trying Signoff out: verifies each delivery's signature and
+    prints one line per event."""
+    from signoff import listen as receiver_module
+
+    configure_logging("warning")
+    receiver_url = f"http://{host}:{port}/"
+    if register:
+        if not admin_key:
+            raise UserError("--register needs --admin-key (or SIGNOFF_ADMIN_KEY)")
+        if secret:
+            raise UserError("give either --secret or --register, not both")
+        try:
+            endpoint_id, secret = receiver_module.register(register, admin_key, receiver_url)
+        except receiver_module.RegistrationError as exc:
+            raise UserError(str(exc)) from None
+        except httpx.HTTPError as exc:
+            raise UserError(f"cannot reach Signoff at {register}: {exc}") from None
+        typer.echo(f"Webhook endpoint {endpoint_id} delivers to {receiver_url}", err=True)
+    if not secret:
+        raise UserError(
+            "a secret is needed to verify signatures: --secret whsec_... (or "
+            "SIGNOFF_LISTEN_SECRET), or --register http://127.0.0.1:8000 --admin-key KEY"
+        )
+    receiver = receiver_module.Receiver(
+        secret, as_json=as_json, stop_after=exit_after, stop_on=event
+    )
+    try:
+        server = receiver_module.serve(receiver, host, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    typer.echo(
+        f"Listening on {receiver_url} for signed Signoff webhooks (Ctrl-C to stop)", err=True
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 @app.command("generate-encryption-key")
 def generate_encryption_key() -> None:
     """Print a new key for SIGNOFF_ENCRYPTION_KEYS (which encrypts webhook secrets and
@@ -444,7 +569,7 @@ def mcp_server() -> None:
         from signoff.integrations.mcp import main as serve_mcp
     except ImportError as missing:
         hint = f"signoff mcp needs the mcp extra: pip install 'signoff[mcp]' ({missing})"
-        raise SystemExit(hint) from missing
+        raise UserError(hint) from missing
     serve_mcp()
 
 

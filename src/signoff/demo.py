@@ -1,73 +1,98 @@
-"""Demo content for ``signoff serve --demo``: a producer, a reviewer, and a few tasks
-escalated through the same service code as the API."""
+"""``signoff serve --demo``: demo content (see :mod:`signoff.services.demo`), a receiver
+for its webhooks inside the server, and the tour printed at start-up."""
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-from datetime import UTC, datetime
+import json
+from collections import deque
 from typing import Any
 
+from fastapi import APIRouter, FastAPI, Request
+from starlette.responses import JSONResponse, Response
+
 from signoff.domain.clock import SystemClock
-from signoff.domain.digests import canonical_json
-from signoff.domain.states import Role
-from signoff.domain.tasks import Principal
-from signoff.services import keys, tasks
+from signoff.services import demo
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
+from signoff.webhooks import WebhookVerificationError, verify
+
+RECEIVED_KEPT = 50
 
 
-def demo_escalation(index: int) -> dict[str, Any]:
-    """A valid escalation (shaped like ``shared/contract/example-escalation.json``)."""
-    actions = [
-        {
-            "action": "retry_payment_gateway",
-            "executed_at": "2026-11-29T08:15:02Z",
-            "result": "timeout after 3 attempts",
-        },
-        {
-            "action": "rerun_aml_rules",
-            "executed_at": "2026-11-29T08:15:09Z",
-            "result": "rule AML-04 still failing",
-        },
-    ]
-    return {
-        "escalation_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"signoff-demo-{index}")),
-        "idempotency_key": f"demo-escalation-{index:06d}",
-        "entity_type": "transaction",
-        "entity_id": f"txn_demo_{index}",
-        "reason_code": "AML_RULE_FAILED",
-        "precheck_hash": hashlib.sha256(canonical_json(actions)).hexdigest(),
-        "diagnostic_bundle": {
-            "trace_id": uuid.uuid4().hex,
-            "attempted_actions": actions,
-            "input_snapshot": {
-                "amount": f"{1000 + 500 * index}.00",
-                "currency": "EUR",
-                "channel": "api",
-            },
-            "evaluator_verdict": {"confidence_score": 0.41, "threshold": 0.85},
-        },
-    }
-
-
-async def seed_demo(settings: Settings) -> dict[str, str]:
-    """Create a demo producer and reviewer key and three pending tasks. Returns the keys."""
+async def seed_demo(settings: Settings) -> demo.DemoTour:
+    """Create the demo content once (later runs find it)."""
     database = Database(create_engine(settings))
     try:
         context = ServiceContext(database=database, settings=settings, clock=SystemClock())
-        admin = Principal(key_id=uuid.uuid4(), principal_id="demo-admin", role=Role.ADMIN)
-        producer = await keys.create_api_key(
-            context, admin, role=Role.PRODUCER, principal_id="demo-bot"
-        )
-        reviewer = await keys.create_api_key(
-            context, admin, role=Role.REVIEWER, principal_id="usr_op_771"
-        )
-        as_producer = Principal(key_id=producer.id, principal_id="demo-bot", role=Role.PRODUCER)
-        stamp = int(datetime.now(UTC).timestamp())
-        for index in range(3):
-            await tasks.escalate(context, as_producer, demo_escalation(stamp * 10 + index))
-        return {"producer": producer.key, "reviewer": reviewer.key}
+        return await demo.seed(context, base_url=server_url(settings))
     finally:
         await database.dispose()
+
+
+def server_url(settings: Settings) -> str:
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104
+    return f"http://{host}:{settings.port}"
+
+
+def install_receiver(app: FastAPI, secret: str) -> None:
+    """``POST /demo/receiver`` verifies each delivery like a real receiver would (and
+    answers 401 to a bad signature); ``GET /demo/receiver`` lists what it received."""
+    received: deque[dict[str, Any]] = deque(maxlen=RECEIVED_KEPT)
+    router = APIRouter(include_in_schema=False)
+
+    @router.post(demo.RECEIVER_PATH)
+    async def receive(request: Request) -> Response:
+        body = await request.body()
+        try:
+            verify(request.headers, body, secret)
+        except WebhookVerificationError:
+            return Response(status_code=401)
+        event = json.loads(body)
+        data = event.get("data") or {}
+        received.appendleft(
+            {
+                "webhook_id": request.headers.get("webhook-id"),
+                "signature_verified": True,
+                "type": event.get("type"),
+                "task_id": data.get("id"),
+                "status": data.get("status"),
+                "decision": data.get("decision"),
+                "created_at": event.get("created_at"),
+            }
+        )
+        return Response(status_code=204)
+
+    @router.get(demo.RECEIVER_PATH)
+    async def show() -> JSONResponse:
+        return JSONResponse({"received": list(received)})
+
+    app.include_router(router)
+
+
+def tour(tour: demo.DemoTour, settings: Settings) -> list[str]:
+    """The lines printed after the keys: what to open or curl next."""
+    base = server_url(settings)
+    t = tour.tasks
+    auth = '-H "Authorization: Bearer $REVIEWER"'
+    return [
+        "Demo ready (running --demo again adds nothing). The demo keys and link are public:",
+        "never use --demo on a server others can reach.",
+        f"  REVIEWER={tour.reviewer_key}",
+        f"  PRODUCER={tour.producer_key}",
+        "Try:",
+        f"  open {tour.link}",
+        "      the page a notified reviewer gets: approve or reject the held payment",
+        f"  curl -s {base}/tasks {auth}",
+        "      the queue: a payment, an article, a refund near its deadline, a decided task",
+        f"  curl -s '{base}/tasks/{t['article']}/diff?from=1&to=2' {auth}",
+        "      what changed between the article's two revisions (approvals bind to one)",
+        f"  curl -s {base}/tasks/{t['refund']} {auth}",
+        "      deadline_at, escalation_level and the policy: remind, reassign, expire",
+        f"  curl -s {base}{demo.RECEIVER_PATH}",
+        "      the signed webhooks the demo receiver verified since this start",
+        f"  curl -s {base}/tasks/{t['decided']}/deliveries {auth}",
+        "      every delivery of the decided task's events, each attempt with its answer",
+        f"  open {base}/docs",
+        '      every operation; "Authorize" with a key and try it out',
+    ]

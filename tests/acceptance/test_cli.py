@@ -106,14 +106,70 @@ def test_serve_starts_empty_on_sqlite_and_prints_an_admin_key(tmp_path: Path) ->
     assert served.process.returncode in (0, -signal.SIGTERM)
 
 
-def test_serve_demo_adds_keys_and_tasks(tmp_path: Path) -> None:
-    with serve(tmp_path, "--demo") as served:
-        lines = [served.process.stdout.readline() for _ in range(3)]  # type: ignore[union-attr]
-        served.output.extend(lines)
-        reviewer = {"Authorization": f"Bearer {served.key('Demo reviewer key')}"}
-        tasks = httpx.get(f"{served.base_url}/tasks", headers=reviewer).json()["items"]
-        assert len(tasks) == 3
-        assert {t["status"] for t in tasks} == {"PENDING_REVIEW"}
+def read_until(served: Served, text: str) -> None:
+    """Read start-up lines until one contains ``text``."""
+    while True:
+        line = served.process.stdout.readline()  # type: ignore[union-attr]
+        assert line, f"{text!r} never printed: {served.output}"
+        served.output.append(line)
+        if text in line:
+            return
+
+
+def test_serve_demo_shows_every_capability_and_is_idempotent(tmp_path: Path) -> None:
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    admin = {"Authorization": "Bearer acceptance-admin-key-0000"}
+    seen: list[tuple[object, ...]] = []
+    for run in (1, 2):
+        with serve(tmp_path, "--demo", env=env) as served:
+            read_until(served, "/docs")
+            reviewer = {"Authorization": f"Bearer {served.key('Demo reviewer key')}"}
+            base = served.base_url
+            tasks = httpx.get(f"{base}/tasks", headers=reviewer).json()["items"]
+            by_entity = {task["entity_type"]: task for task in tasks}
+            assert len(tasks) == 4, tasks
+            article = next(t for t in tasks if t["entity_type"] == "article")
+            assert article["current_revision"] == 2
+            diff = httpx.get(
+                f"{base}/tasks/{article['id']}/diff", params={"from": 1, "to": 2}, headers=reviewer
+            )
+            assert diff.status_code == 200, diff.text
+            refund = by_entity["refund"]
+            assert refund["deadline_at"] is not None
+            assert sorted(t["status"] for t in tasks).count("RESOLVED") == 1
+            link = next(line.split()[-1] for line in served.output if "/r/" in line)
+            page = httpx.get(link)
+            assert page.status_code == 200
+            assert "text/html" in page.headers["content-type"]
+            decided = next(t for t in tasks if t["status"] == "RESOLVED")
+            deadline = time.monotonic() + 60
+            while True:  # the task.resolved webhook reached the demo receiver, signed
+                deliveries = httpx.get(
+                    f"{base}/tasks/{decided['id']}/deliveries", headers=reviewer
+                ).json()["items"]
+                received = httpx.get(f"{base}/demo/receiver").json()["received"]
+                delivered = any(
+                    attempt["status_code"] == 204
+                    for delivery in deliveries
+                    for attempt in delivery["attempts"]
+                )
+                if delivered and (run == 2 or any(e["type"] == "task.resolved" for e in received)):
+                    break
+                assert time.monotonic() < deadline, (deliveries, received)
+                time.sleep(0.2)
+            assert all(event["signature_verified"] for event in received)
+            keys = httpx.get(f"{base}/api-keys", headers=admin).json()["items"]
+            endpoints = httpx.get(f"{base}/webhook-endpoints", headers=admin).json()["items"]
+            seen.append(
+                (
+                    sorted(t["id"] for t in tasks),
+                    len(keys),
+                    len(endpoints),
+                    served.key("Demo reviewer key"),
+                    link.split("/r/", 1)[1],
+                )
+            )
+    assert seen[0] == seen[1]  # the second run added nothing
 
 
 def test_two_processes_on_one_sqlite_file_grant_one_claim(tmp_path: Path) -> None:
@@ -307,7 +363,7 @@ def test_create_key_prints_only_the_key_and_sets_groups_and_email(tmp_path: Path
     )
     assert_one_line_error(bad, 1, "--email")
 
-    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000", "SIGNOFF_ACCESS_LOG": "true"}
     with serve(tmp_path, env=env) as served:
         listed = httpx.get(
             f"{served.base_url}/api-keys",

@@ -148,6 +148,7 @@ def test_resume_tokens_never_reach_the_log_of_a_real_server(database_url, tmp_pa
     env |= {
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,
+        "SIGNOFF_ACCESS_LOG": "true",  # off by default; when on, it must redact
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "signoff", "serve", "--port", str(port)],

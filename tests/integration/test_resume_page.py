@@ -109,3 +109,45 @@ def test_an_approval_invalidated_by_a_new_revision_sends_a_new_mail_with_a_link(
     page = httpx.get(local(waiting, fresh))
     assert "Changed since you last looked (revision 1 to 2)" in page.text
     assert "900 EUR" in page.text
+
+
+def test_a_person_signed_in_to_the_console_is_offered_the_same_task_there(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    password = "correct horse battery staple"
+    with waiting.admin() as admin:
+        created = admin.post(
+            "/users",
+            json={
+                "principal_id": "ann",
+                "role": "reviewer",
+                "email": "ann@example.org",
+                "groups": ["reviewers"],
+                "password": password,
+            },
+        )
+    assert created.status_code == 201, created.text
+    task = producer.escalate(
+        escalation(assigned_group="reviewers", policy="three-steps", subject=SUBJECT)
+    ).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "ann@example.org")
+    url = local(waiting, link)
+    assert "Open in console" not in httpx.get(url).text
+    with httpx.Client(base_url=waiting.base_url, timeout=30) as browser:
+        login = browser.get("/console/login")
+        signed = browser.post(
+            "/console/login",
+            data={"username": "ann", "password": password, "csrf": _csrf_any(login.text)},
+        )
+        assert signed.status_code in (302, 303), signed.text
+        page = browser.get(url)
+    assert f'href="/console/tasks/{task["id"]}">Open in console' in page.text
+
+
+def _csrf_any(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, html
+    return match.group(1)

@@ -62,6 +62,7 @@ EXTENSION_FIELDS = (
     "policy",
     "assigned_group",
     "summary",
+    "metadata",
 )
 #: docs/api.md rule 5: indexed text fields and their shortest length (longest: 255).
 INDEXED_TEXT = {"entity_type": 1, "entity_id": 1, "reason_code": 1, "idempotency_key": 16}
@@ -234,6 +235,10 @@ class EscalationModel:
         accepted_hashes = (jcs_hash(actions), sha256_hex(compact_in_sent_order(actions)))
         if body["precheck_hash"] not in accepted_hashes:
             return Expected(422, "ERR_PRECHECK_HASH_MISMATCH", frozenset({"precheck_hash"}))
+        known = set(SCHEMA["properties"]) | set(EXTENSION_FIELDS) | set(READ_ONLY)
+        unknown = [name for name in body if name not in known]
+        if unknown:
+            return Expected(422, "ERR_VALIDATION", frozenset(unknown))
         key = body["idempotency_key"]
         if key in self.keys:
             fingerprint, first, task_id = self.keys[key]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from signoff import __version__
+from signoff.api.docs import install_docs
 from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
+from signoff.api.openapi import build_openapi
 from signoff.api.problems import install_problem_handlers
 from signoff.api.routes import admin, approvals, tasks, waiting, webhooks
 from signoff.api.routes import supervision as supervision_routes
@@ -74,11 +74,19 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 await shield.close()
             await database.dispose()
 
-    app = FastAPI(title="Signoff", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="Signoff",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served by install_docs from vendored assets, never a CDN
+        redoc_url=None,
+    )
     install_problem_handlers(app)
     app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
     app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
-    app.openapi = lambda: _openapi_with_problems(app)  # type: ignore[method-assign]
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    install_docs(app)
     app.include_router(admin.router)
     app.include_router(tasks.router)
     app.include_router(approvals.router)
@@ -89,24 +97,3 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     install_auth(app, settings)
     install_console(app)
     return app
-
-
-def _openapi_with_problems(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI document, with every error response described as what it is: an RFC
-    9457 problem (``application/problem+json``), FastAPI's own 422 shape included."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(
-        title=app.title, version=app.version, description=app.description, routes=app.routes
-    )
-    problem = {"$ref": "#/components/schemas/Problem"}
-    for operations in schema["paths"].values():
-        for operation in operations.values():
-            for code, response in operation.get("responses", {}).items():
-                if code.isdigit() and int(code) >= 400:
-                    response["content"] = {"application/problem+json": {"schema": problem}}
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        components.pop(unused, None)
-    app.openapi_schema = schema
-    return schema

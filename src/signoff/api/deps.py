@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
@@ -28,16 +29,25 @@ def get_context(request: Request) -> ServiceContext:
 Context = Annotated[ServiceContext, Depends(get_context)]
 
 
+#: ``Authorization: Bearer <API key>``. ``auto_error=False``: a missing or malformed header
+#: gets Signoff's own 401 problem (``ERR_UNAUTHENTICATED``), not FastAPI's.
+bearer_scheme = HTTPBearer(auto_error=False, description="An API key: Bearer signoff_…")
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The credentials of an ``Authorization: Bearer …`` header value, else ``None``."""
+    if not authorization:
+        return None
+    scheme, _, credentials = authorization.partition(" ")
+    return credentials.strip() or None if scheme.lower() == "bearer" else None
+
+
 async def get_principal(
     context: Context,
-    authorization: Annotated[str | None, Header(description="Bearer <API key>")] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
 ) -> Principal:
-    bearer = None
-    if authorization:
-        scheme, _, credentials = authorization.partition(" ")
-        if scheme.lower() == "bearer":
-            bearer = credentials.strip()
-    return await keys.authenticate(context, bearer)
+    bearer = credentials.credentials.strip() if credentials is not None else None
+    return await keys.authenticate(context, bearer or None)
 
 
 Caller = Annotated[Principal, Depends(get_principal)]

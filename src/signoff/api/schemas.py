@@ -7,9 +7,10 @@ representation and documented here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from signoff.domain.states import Role
 
@@ -33,7 +34,8 @@ class ClaimNextRequest(ClaimRequest):
 
 
 class ResolveRequest(_Strict):
-    """Seed ``000`` section 5 (``shared/contract/example-resolve.json``)."""
+    """The decision: APPROVED, REJECTED or REVISION_REQUESTED, with notes and a payload for
+    the source system (both optional)."""
 
     decision: Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
     notes: str | None = None
@@ -48,14 +50,19 @@ class ResolveRequest(_Strict):
         description="Required on a task with a subject: the revision reviewed.",
     )
     digest: str | None = Field(
-        default=None, pattern="^[a-f0-9]{64}$", description="That revision's digest (seed 003)."
+        default=None,
+        pattern="^[a-f0-9]{64}$",
+        description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
 
 
 class CreateApiKeyRequest(_Strict):
     role: Literal["producer", "reviewer", "supervisor", "admin"]
     principal_id: str = Field(min_length=1, max_length=255)
-    groups: list[str] = Field(default_factory=list, description="Reviewer groups (seed 004).")
+    groups: list[str] = Field(
+        default_factory=list,
+        description="Reviewer groups: which group-assigned tasks the key sees and claims.",
+    )
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$", max_length=320)
 
     @field_validator("email")
@@ -99,7 +106,7 @@ class TaskOut(BaseModel):
     """The one task representation (escalate, GET, claim, resolve, events, outbox)."""
 
     id: str
-    status: Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED"]
+    status: Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
     entity_type: str
     entity_id: str
     reason_code: str
@@ -202,8 +209,9 @@ class CreateWebhookEndpointRequest(_Strict):
 class UpdateWebhookEndpointRequest(_Strict):
     """Only the fields sent change; ``url`` and ``enabled`` may not be null."""
 
-    url: str | None = Field(default=None, min_length=1, max_length=2048)
-    enabled: bool | None = None
+    # Omitted means "unchanged"; null is refused (so the schema does not offer it).
+    url: Annotated[str, Field(min_length=1, max_length=2048)] | SkipJsonSchema[None] = None
+    enabled: bool | SkipJsonSchema[None] = None
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
     description: str | None = Field(default=None, max_length=1000)
@@ -277,7 +285,9 @@ class TaskWithViewOut(TaskOut):
 
 class ReviseSubjectRequest(_Strict):
     subject: dict[str, Any]
-    source_revisions: list[str] | None = None
+    source_revisions: list[str] | SkipJsonSchema[None] = Field(
+        default=None, description="Omitted: the previous revision's are kept."
+    )
 
 
 class ExecuteRequest(_Strict):

@@ -70,12 +70,12 @@ def verify_event(
         raise WebhookVerificationFailed("no signature a receiver may accept")
     try:
         document = json.loads(raw)
+        # What a receiver deduplicates on must be signed: Standard Webhooks signs the
+        # webhook-id header; X-Signature-256 signs only the body, whose "id" is the same
+        # event id (an unsigned header would let a replay pick a fresh key).
+        signed_id = lowered.get("webhook-id") if scheme == "standard-webhooks" else None
         return WebhookEvent.model_validate(
-            {
-                **document,
-                "webhook_id": lowered.get("webhook-id") or document.get("id"),
-                "scheme": scheme,
-            }
+            {**document, "webhook_id": signed_id or document.get("id"), "scheme": scheme}
         )
     except (ValueError, ValidationError, TypeError) as error:
         raise WebhookVerificationFailed(f"the body is not a Signoff event: {error}") from error

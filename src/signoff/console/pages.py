@@ -364,11 +364,15 @@ async def _task_values(
     lease_left = (
         (task.lease_expires_at - now).total_seconds() if mine and task.lease_expires_at else None
     )
-    earlier = [
-        event
-        for event in trail
-        if event["actor_id"] == me and event["action"] in ("resolve", "resolve_by_link")
-    ]
+    earlier = _earlier_decisions(trail, me)
+    decided_on = [e["revision"] for e in earlier if isinstance(e.get("revision"), int)]
+    if diff is None and decided_on and decided_on[-1] != task.current_revision:
+        # Back on a task revised since their decision: the changes since the revision
+        # they decided on stay in view (not only on the first look).
+        previous = decided_on[-1]
+        diff = await approval_service.diff(
+            context, principal, task_id, previous, int(task.current_revision or 0)
+        )
     all_notices = list(notices or []) + _notices(trail, since_version, me)
     return {
         "principal": principal,
@@ -402,6 +406,31 @@ async def _task_values(
         "nav": _nav_query(request),
         "views": views,
     }
+
+
+def _earlier_decisions(trail: list[dict[str, Any]], me: str) -> list[dict[str, Any]]:
+    """This reviewer's decisions on earlier revisions, with their notes (kept in the
+    audit trail when a new revision cleared them)."""
+    found: dict[int, dict[str, Any]] = {}
+    for event in trail:
+        details = event.get("details") or {}
+        if event["actor_id"] == me and event["action"] in ("resolve", "resolve_by_link"):
+            revision = details.get("revision") or 0
+            found[revision] = {
+                "decision": details.get("decision"),
+                "revision": details.get("revision"),
+                "notes": None,
+                "at": event["created_at"],
+            }
+        previous = details.get("previous_decision")
+        if isinstance(previous, dict) and previous.get("by") == me:
+            entry = found.setdefault(
+                previous.get("revision") or 0,
+                {"decision": previous.get("decision"), "revision": previous.get("revision")}
+                | {"at": event["created_at"]},
+            )
+            entry["notes"] = previous.get("notes")
+    return list(found.values())
 
 
 def _nav_query(request: Request) -> str:

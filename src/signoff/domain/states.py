@@ -37,7 +37,7 @@ class Decision(StrEnum):
 
 
 class ExecutionStatus(StrEnum):
-    """Execution of an approved task (seed 003: ``executing`` → ``completed``), tracked per
+    """Execution of an approved task (``executing`` → ``completed``), tracked per
     action; the task's status is derived from its actions'."""
 
     EXECUTING = "EXECUTING"

@@ -16,6 +16,7 @@ import structlog
 from sqlalchemy.exc import DBAPIError
 
 from signoff.crypto import SecretUnavailable
+from signoff.domain.clock import rfc3339
 from signoff.domain.messages import render_notification
 from signoff.domain.policies import POLICY_NAME, LevelAction, Policy, parse_policy, policy_from_json
 from signoff.domain.revisions import structured_diff
@@ -524,20 +525,25 @@ async def task_notifications(
     task = await get_task(ctx, principal, raw_task_id)
     async with ctx.database.transaction(write=False) as uow:
         rows = await store.notifications_for_task(uow.connection, task.id)
-    return [
-        {
-            k: (
-                v.isoformat()
-                if isinstance(v, datetime)
-                else str(v)
-                if isinstance(v, uuid.UUID)
-                else v
-            )
-            for k, v in r.items()
-            if k not in ("body", "resume_token")
-        }
-        for r in rows
-    ]
+    return [_notification_view(r) for r in rows]
+
+
+def _notification_view(row: dict[str, Any]) -> dict[str, Any]:
+    """Times in RFC 3339 with ``Z`` like everywhere else; ``next_attempt_at`` only while
+    another attempt is planned (the column keeps the last plan once SENT or DEAD)."""
+    view: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in ("body", "resume_token"):
+            continue  # never a usable link in an answer
+        if isinstance(value, datetime):
+            view[key] = rfc3339(value)
+        elif isinstance(value, uuid.UUID):
+            view[key] = str(value)
+        else:
+            view[key] = value
+    if view.get("status") != "PENDING" and "next_attempt_at" in view:
+        view["next_attempt_at"] = None
+    return view
 
 
 # The notifier's and the sweeper's transactions ------------------------------------------

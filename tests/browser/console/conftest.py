@@ -29,6 +29,8 @@ from tests.conftest import reset_postgres
 from tests.support import ADMIN_KEY, escalation
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+# A loaded CI machine (2 cores, several servers) can take longer than Playwright's 5 s.
+playwright_api.expect.set_options(timeout=15_000)
 
 CHROMIUM = (
     os.environ.get("SIGNOFF_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

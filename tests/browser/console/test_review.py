@@ -237,3 +237,68 @@ def _overflowing(page: Any) -> list[str]:
                 .slice(0, 10)"""
         )
     )
+
+
+def test_the_inbox_shows_new_tasks_behind_a_pill_and_keeps_filters_in_the_address(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    served.escalate(producer, reason_code="AML_RULE_FAILED")
+    ann = signed_in("ann")
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)
+    served.escalate(producer, reason_code="LOW_CONFIDENCE", entity_type="order")
+    pill = ann.locator("#new-pill")
+    expect(pill).to_have_text("1 new — show", timeout=40000)
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)  # nothing moved yet
+    pill.click()
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(2)
+    ann.reload()  # the filters offer the values of the tasks waiting when the page loaded
+    ann.locator("body").focus()
+    ann.keyboard.press("/")
+    expect(ann.get_by_label("Entity type")).to_be_focused()
+    ann.get_by_label("Reason code").select_option("LOW_CONFIDENCE")
+    ann.get_by_role("button", name="Apply filters").click()
+    assert "reason_code=LOW_CONFIDENCE" in ann.url
+    expect(ann.locator("#rows tr[data-task-id]")).to_have_count(1)
+    expect(ann.locator("#rows")).to_contain_text("order")
+
+
+def test_a_supervisor_reassigns_several_tasks_at_once(served: Served, signed_in: Any) -> None:
+    producer = served.key("producer", "bot")
+    ids = [served.escalate(producer) for _ in range(2)]
+    sue = signed_in("sue", "supervisor")
+    sue.goto("/console?view=all")
+    for box in sue.get_by_role("checkbox").all():
+        box.check()
+    sue.get_by_label("Group", exact=True).fill("aml")
+    sue.get_by_role("button", name="Reassign").click()
+    expect(sue.get_by_text("reassign: 2 of 2 done.")).to_be_visible()
+    with served.api(producer) as api:
+        assert {api.get(f"/tasks/{i}").json()["assigned_group"] for i in ids} == {"aml"}
+
+
+def test_a_reviewer_back_on_a_revised_task_sees_the_diff_beside_their_earlier_notes(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer, subject=SUBJECT)
+    ann = signed_in("ann")
+    ann.goto(_task_url(task_id))
+    ann.get_by_role("button", name="Claim").click()
+    ann.get_by_label("Notes").fill("the title must name the quarter")
+    ann.get_by_label("Open the next task after deciding").uncheck()
+    ann.get_by_role("button", name="Request revision").click()
+    ann.get_by_role("button", name="Confirm").click()
+    expect(ann.get_by_text("Decision recorded: REVISION_REQUESTED.")).to_be_visible()
+    with served.api(producer) as api:
+        revised = api.put(
+            f"/tasks/{task_id}/subject",
+            headers={"If-Match": '"1"'},
+            json={"subject": SUBJECT | {"title": "Q3 results"}},
+        )
+    assert revised.status_code == 200, revised.text
+    ann.goto(_task_url(task_id))
+    expect(ann.locator(".changed-since")).to_contain_text("revision 1")
+    expect(ann.locator("table.diff")).to_contain_text("Q3 results")
+    expect(ann.locator(".earlier")).to_contain_text("REVISION_REQUESTED on revision 1 at")
+    expect(ann.locator(".earlier")).to_contain_text("“the title must name the quarter”")

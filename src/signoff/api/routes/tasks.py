@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -66,7 +67,7 @@ def _grant(context: Context, caller: Principal, grant: LeaseGrant) -> Response:
         "parameters": [TRACEPARENT_PARAMETER],
     },
     responses={201: {"model": EscalationCreated}, **problems(400, 409, 413, 422)},
-    summary="Escalate work to human review (seed 000)",
+    summary="Escalate work to human review",
 )
 async def escalate(request: Request, context: Context, caller: Caller) -> Response:
     """Create a review task. Replays the first response (with ``Idempotent-Replayed:
@@ -75,7 +76,9 @@ async def escalate(request: Request, context: Context, caller: Caller) -> Respon
     body = await read_json_body(request)
     traceparent = request.headers.get("traceparent")
     outcome = await task_service.escalate(context, caller, body, traceparent=traceparent)
-    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else None
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
+    if outcome.status_code == 201:
+        headers["Location"] = f"/tasks/{json.loads(outcome.body)['id']}"
     return json_response(outcome.body, outcome.status_code, headers)
 
 

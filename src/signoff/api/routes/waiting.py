@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import re
 from importlib import resources
-from typing import Annotated, Any
-from urllib.parse import parse_qs
+from typing import Any
+from urllib.parse import parse_qs, quote
 
 import jinja2
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse, Response
 
 from signoff.api.deps import (
     Caller,
     Context,
-    get_principal,
+    bearer_token,
     json_response,
     problems,
     read_body,
@@ -27,7 +27,7 @@ from signoff.console.views import flatten, scalar_text
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
-from signoff.services import waiting
+from signoff.services import keys, waiting
 from signoff.services.waiting import LinkState
 
 router = APIRouter()
@@ -84,7 +84,9 @@ def _policy_doc() -> dict[str, Any]:
 )
 async def create_policy(request: Request, context: Context, caller: Caller) -> Response:
     body = await read_json_body(request)
-    return json_response(await waiting.save_policy(context, caller, body, create=True), 201)
+    saved = await waiting.save_policy(context, caller, body, create=True)
+    location = f"/escalation-policies/{quote(str(saved['name']), safe='')}"
+    return json_response(saved, 201, headers={"Location": location})
 
 
 @router.get(
@@ -274,8 +276,8 @@ async def use_link(
     token: str,
     request: Request,
     context: Context,
-    authorization: Annotated[str | None, Header()] = None,
 ) -> Response:
+    authorization = request.headers.get("authorization")
     as_json = _is_json(request)
     try:
         if as_json:
@@ -283,7 +285,8 @@ async def use_link(
             decision, revision = _json_decision(body)
             notes = body.get("notes") if isinstance(body.get("notes"), str) else None
             csrf = None
-            caller = await get_principal(context, authorization) if authorization else None
+            bearer = bearer_token(authorization)
+            caller = await keys.authenticate(context, bearer) if authorization else None
         else:
             form = parse_qs((await read_body(request)).decode("utf-8", "replace"))
             decision = _decision((form.get("decision") or [""])[0])
@@ -301,7 +304,7 @@ async def use_link(
 
 
 def _decision(value: Any) -> Decision:
-    if value not in {d.value for d in Decision}:
+    if not isinstance(value, str) or value not in {d.value for d in Decision}:
         raise validation_error(
             [FieldError("decision", "must be APPROVED, REJECTED or REVISION_REQUESTED")]
         )

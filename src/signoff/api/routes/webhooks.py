@@ -37,7 +37,7 @@ async def create_endpoint(request: Request, context: Context, caller: Caller) ->
         entity_types=body.entity_types,
         description=body.description,
     )
-    return json_response(created, 201)
+    return json_response(created, 201, headers={"Location": f"/webhook-endpoints/{created['id']}"})
 
 
 @router.get(

@@ -1,0 +1,548 @@
+"""The OpenAPI document, finished in one place.
+
+FastAPI derives paths, parameters and schemas from the routers; this module adds what a
+client generator needs and FastAPI cannot know:
+
+* HTTP bearer authentication, declared once (``components.securitySchemes`` and a
+  top-level ``security``); public operations say ``security: []``.
+* Every operation's error responses as RFC 9457 problems whose ``error_code`` is an enum
+  per status, from :data:`ERROR_CODES` — **the one table** of which codes each operation
+  can return. A new operation must get a row here (``tests/unit/test_openapi_document.py``
+  names the missing row).
+* Response headers (``WWW-Authenticate``, ``Retry-After``, ``Idempotent-Replayed``,
+  ``ETag``, ``Location``), the real media types of ``/metrics`` and the resume-link page,
+  and examples.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+BEARER = "bearerAuth"
+PROBLEM_JSON = "application/problem+json"
+
+# --- Which error_code each operation can return, per status -----------------------------
+#
+# Key: "METHOD /path" exactly as in /openapi.json. Value: {status: (error_code, ...)}.
+# Added to every row by rule (do not repeat them):
+#   401 ERR_UNAUTHENTICATED     operations that take an API key
+#   503 ERR_NOT_READY           every operation that reads the database
+#   400 ERR_MALFORMED_JSON, 413 ERR_PAYLOAD_TOO_LARGE, 422 ERR_VALIDATION
+#                               operations with a request body
+#   422 ERR_VALIDATION          operations with query parameters or typed path parameters
+# An operation that can return none of its own: an empty dict.
+
+FORBIDDEN: tuple[str, ...] = ("ERR_FORBIDDEN",)
+TASK_404: dict[int, tuple[str, ...]] = {404: ("ERR_TASK_NOT_FOUND",)}
+TASK_GONE = ("ERR_TASK_EXPIRED", "ERR_TASK_CANCELLED")
+LEASE_409 = ("ERR_LEASE_LOST", "ERR_STATE_CONFLICT", *TASK_GONE)
+
+ERROR_CODES: dict[str, dict[int, tuple[str, ...]]] = {
+    # health and keys
+    "GET /healthz": {},
+    "GET /readyz": {},
+    "GET /metrics": {403: FORBIDDEN},
+    "POST /api-keys": {403: FORBIDDEN},
+    "GET /api-keys": {403: FORBIDDEN},
+    "DELETE /api-keys/{key_id}": {403: FORBIDDEN, 404: ("ERR_API_KEY_NOT_FOUND",)},
+    # tasks
+    "POST /tasks/escalate": {
+        403: FORBIDDEN,
+        409: ("ERR_TASK_CONFLICT", "ERR_IDEMPOTENCY_KEY_IN_USE"),
+        422: (
+            "ERR_INSUFFICIENT_CONTEXT_PROOF",
+            "ERR_PRECHECK_HASH_MISMATCH",
+            "ERR_READ_ONLY_FIELD",
+            "ERR_IDEMPOTENCY_KEY_REUSED",
+            "ERR_UNKNOWN_POLICY",
+        ),
+    },
+    "POST /tasks/claim-next": {403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH")},
+    "POST /tasks/{task_id}/claim": {
+        403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH", "ERR_NOT_IN_GROUP"),
+        **TASK_404,
+        409: ("ERR_STATE_CONFLICT", *TASK_GONE),
+    },
+    "POST /tasks/{task_id}/lease/renew": {
+        400: ("ERR_LEASE_TOKEN_REQUIRED",),
+        403: ("ERR_FORBIDDEN", "ERR_NOT_IN_GROUP"),
+        **TASK_404,
+        409: LEASE_409,
+    },
+    "POST /tasks/{task_id}/release": {
+        400: ("ERR_LEASE_TOKEN_REQUIRED",),
+        403: ("ERR_FORBIDDEN", "ERR_NOT_IN_GROUP"),
+        **TASK_404,
+        409: LEASE_409,
+    },
+    "POST /tasks/{task_id}/resolve": {
+        400: ("ERR_LEASE_TOKEN_REQUIRED",),
+        403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH", "ERR_SELF_APPROVAL", "ERR_NOT_IN_GROUP"),
+        **TASK_404,
+        409: (*LEASE_409, "ERR_LEASE_EXPIRED", "ERR_STALE_REVISION"),
+    },
+    "GET /tasks": {422: ("ERR_VALIDATION",)},
+    "GET /tasks/{task_id}": TASK_404,
+    "GET /tasks/{task_id}/events": TASK_404,
+    # approvals bound to versions
+    "PUT /tasks/{task_id}/subject": {
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_STATE_CONFLICT", "ERR_STALE_REVISION", "ERR_TASK_CONFLICT"),
+        412: ("ERR_REVISION_CONFLICT",),
+        428: ("ERR_PRECONDITION_REQUIRED",),
+    },
+    "GET /tasks/{task_id}/revisions": TASK_404,
+    "GET /tasks/{task_id}/revisions/{revision}": {
+        404: ("ERR_TASK_NOT_FOUND", "ERR_REVISION_NOT_FOUND"),
+        422: ("ERR_VALIDATION",),
+    },
+    "GET /tasks/{task_id}/diff": {
+        404: ("ERR_TASK_NOT_FOUND", "ERR_REVISION_NOT_FOUND"),
+        422: ("ERR_VALIDATION",),
+    },
+    "POST /tasks/{task_id}/execute": {
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_ALREADY_EXECUTING", "ERR_APPROVAL_NOT_VALID", "ERR_STATE_CONFLICT"),
+    },
+    "POST /tasks/{task_id}/execution/renew": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_EXECUTION_LEASE_LOST", "ERR_STATE_CONFLICT"),
+    },
+    "POST /tasks/{task_id}/actions/{action_id}/complete": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
+        403: FORBIDDEN,
+        404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
+        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
+    },
+    "POST /tasks/{task_id}/actions/{action_id}/fail": {
+        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
+        403: FORBIDDEN,
+        404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
+        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
+    },
+    "POST /tasks/{task_id}/sources/{source_id}/revoke": {
+        403: FORBIDDEN,
+        404: ("ERR_TASK_NOT_FOUND", "ERR_SOURCE_NOT_FOUND"),
+    },
+    # durable waiting
+    "POST /escalation-policies": {403: FORBIDDEN, 409: ("ERR_POLICY_EXISTS",)},
+    "GET /escalation-policies": {403: FORBIDDEN},
+    "GET /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
+    "PUT /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
+    "DELETE /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
+    "POST /tasks/{task_id}/cancel": {
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_STATE_CONFLICT", *TASK_GONE),
+    },
+    "GET /tasks/{task_id}/notifications": {403: FORBIDDEN, **TASK_404},
+    # supervision
+    "POST /tasks/{task_id}/force-release": {
+        403: FORBIDDEN,
+        **TASK_404,
+        409: ("ERR_STATE_CONFLICT",),
+    },
+    "POST /tasks/{task_id}/reassign": {403: FORBIDDEN, **TASK_404, 409: ("ERR_STATE_CONFLICT",)},
+    "GET /r/{token}": {404: ("ERR_LINK_NOT_FOUND",)},
+    "POST /r/{token}": {
+        403: ("ERR_CSRF", "ERR_FORBIDDEN", "ERR_SELF_APPROVAL"),
+        404: ("ERR_LINK_NOT_FOUND",),
+        409: ("ERR_STATE_CONFLICT", "ERR_STALE_REVISION"),
+    },
+    # webhooks
+    "POST /webhook-endpoints": {403: FORBIDDEN, 422: ("ERR_WEBHOOK_URL_FORBIDDEN",)},
+    "GET /webhook-endpoints": {403: FORBIDDEN},
+    "GET /webhook-endpoints/{endpoint_id}": {
+        403: FORBIDDEN,
+        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
+    },
+    "PATCH /webhook-endpoints/{endpoint_id}": {
+        403: FORBIDDEN,
+        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
+        422: ("ERR_WEBHOOK_URL_FORBIDDEN",),
+    },
+    "DELETE /webhook-endpoints/{endpoint_id}": {
+        403: FORBIDDEN,
+        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
+    },
+    "POST /webhook-endpoints/{endpoint_id}/rotate-secret": {
+        403: FORBIDDEN,
+        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
+    },
+    "GET /webhook-endpoints/{endpoint_id}/deliveries": {
+        403: FORBIDDEN,
+        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
+    },
+    "GET /tasks/{task_id}/deliveries": {403: FORBIDDEN, **TASK_404},
+    "POST /deliveries/{delivery_id}/redeliver": {403: FORBIDDEN, 404: ("ERR_DELIVERY_NOT_FOUND",)},
+    # console users
+    "POST /users": {403: FORBIDDEN, 409: ("ERR_USER_EXISTS", "ERR_EMAIL_IN_USE")},
+    "GET /users": {403: FORBIDDEN},
+    "PATCH /users/{principal_id}": {
+        403: FORBIDDEN,
+        404: ("ERR_USER_NOT_FOUND",),
+        409: ("ERR_EMAIL_IN_USE",),
+    },
+    "POST /users/{principal_id}/disable": {403: FORBIDDEN, 404: ("ERR_USER_NOT_FOUND",)},
+    "POST /users/{principal_id}/password-link": {
+        403: FORBIDDEN,
+        404: ("ERR_USER_NOT_FOUND",),
+        409: ("ERR_STATE_CONFLICT",),
+    },
+}
+
+#: Operations that need no API key. ``POST /r/{token}`` takes one optionally (JSON mode).
+PUBLIC = {"GET /healthz", "GET /r/{token}"}
+OPTIONAL_KEY = {"POST /r/{token}"}
+#: Operations that never touch the database.
+NO_DATABASE = {"GET /healthz"}
+
+STATUS_TEXT = {
+    400: "Bad request",
+    401: "Missing, unknown or revoked API key",
+    403: "Not allowed for this caller",
+    404: "Not found",
+    409: "Conflict with the current state",
+    410: "Gone",
+    412: "Precondition failed (stale If-Match)",
+    413: "Body larger than SIGNOFF_MAX_BODY_BYTES",
+    422: "Invalid input",
+    428: "Precondition required (If-Match)",
+    429: "Too many attempts",
+    503: "The database is not available; retry",
+}
+
+
+#: The titles the error tree gives each status (``signoff.errors``).
+PROBLEM_TITLES = {
+    400: "Bad request",
+    401: "Unauthenticated",
+    403: "Forbidden",
+    404: "Not found",
+    409: "Conflict",
+    412: "Precondition failed",
+    413: "Payload too large",
+    422: "Unprocessable content",
+    428: "Precondition required",
+    429: "Too many requests",
+    503: "Service not ready",
+}
+
+
+def _header(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"description": description, "schema": schema or {"type": "string"}}
+
+
+RESPONSE_HEADERS: dict[str, dict[str, dict[str, Any]]] = {
+    "POST /tasks/escalate 201": {
+        "Idempotent-Replayed": _header(
+            "`true` when this is the stored first response for the same idempotency key "
+            "and body, replayed byte for byte; absent on the first response.",
+            {"type": "string", "enum": ["true"]},
+        ),
+        "Location": _header("The new task: `/tasks/{task_id}`."),
+    },
+    "GET /tasks/{task_id} 200": {
+        "ETag": _header('`"<revision>"` of the subject, for `If-Match` (tasks with a subject).')
+    },
+    "PUT /tasks/{task_id}/subject 200": {
+        "ETag": _header('`"<revision>"` of the subject just stored.')
+    },
+    "GET /tasks/{task_id}/revisions/{revision} 200": {"ETag": _header('`"<revision>"`.')},
+    "POST /webhook-endpoints 201": {
+        "Location": _header("The new endpoint: `/webhook-endpoints/{endpoint_id}`.")
+    },
+    "POST /escalation-policies 201": {
+        "Location": _header("The new policy: `/escalation-policies/{name}`.")
+    },
+}
+
+EXAMPLE_ESCALATION: dict[str, Any] = {
+    "escalation_id": "3f6c2a8e-5b1d-4c7e-9a2f-1d8e7b6c5a40",
+    "idempotency_key": "aml-bot-txn_88213-0001",
+    "entity_type": "transaction",
+    "entity_id": "txn_88213",
+    "reason_code": "AML_RULE_FAILED",
+    "precheck_hash": "a7f3b8c1d2e4f5061728394a5b6c7d8e9f0a1b2c3d4e5f60718293a4b5c6d7e8",
+    "diagnostic_bundle": {
+        "trace_id": "0af7651916cd43dd8448eb211c80319c",
+        "attempted_actions": [
+            {
+                "action": "retry_payment_gateway",
+                "executed_at": "2026-11-29T08:15:02Z",
+                "result": "timeout after 3 attempts",
+            }
+        ],
+        "input_snapshot": {"amount": "12500.00", "currency": "EUR"},
+        "evaluator_verdict": {"confidence_score": 0.41, "threshold": 0.85},
+    },
+}
+
+REQUEST_EXAMPLES: dict[str, Any] = {
+    "POST /tasks/escalate": EXAMPLE_ESCALATION,
+    "POST /tasks/{task_id}/resolve": {
+        "operator_id": "usr_op_771",
+        "decision": "REJECTED",
+        "notes": "Transaction format anomaly violates rule AML-04.",
+        "resolution_payload": {"override_action": "BLOCK_TRANSACTION", "freeze_account": False},
+    },
+    "POST /api-keys": {"role": "reviewer", "principal_id": "usr_op_771", "groups": ["aml"]},
+    "POST /webhook-endpoints": {
+        "url": "https://orders.example.com/hooks/signoff",
+        "event_types": ["task.resolved"],
+    },
+    "POST /tasks/claim-next": {"entity_type": "transaction"},
+}
+
+PROBLEM_EXAMPLE = {
+    "type": "urn:signoff:problem:ERR_TASK_NOT_FOUND",
+    "title": "Not found",
+    "status": 404,
+    "detail": "task 3f6c2a8e-5b1d-4c7e-9a2f-1d8e7b6c5a40 does not exist",
+    "error_code": "ERR_TASK_NOT_FOUND",
+    "message": "task 3f6c2a8e-5b1d-4c7e-9a2f-1d8e7b6c5a40 does not exist",
+}
+
+LINK_STATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["state", "message", "task"],
+    "properties": {
+        "state": {"type": "string", "enum": ["open", "decided", "gone"]},
+        "message": {"type": ["string", "null"]},
+        "task": {"type": ["object", "null"]},
+    },
+}
+HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
+DECISIONS = ["APPROVED", "REJECTED", "REVISION_REQUESTED"]
+
+
+def operation_keys(app: FastAPI) -> list[str]:
+    """Every documented operation of ``app`` as ``"METHOD /path"``."""
+    paths = app.openapi()["paths"]
+    return [
+        f"{method.upper()} {path}" for path, operations in paths.items() for method in operations
+    ]
+
+
+def error_codes(key: str, operation: dict[str, Any]) -> dict[int, list[str]]:
+    """The table's codes for one operation, plus the ones every operation of its kind has."""
+    codes: dict[int, list[str]] = {
+        status: list(values) for status, values in ERROR_CODES.get(key, {}).items()
+    }
+
+    def add(status: int, code: str) -> None:
+        codes.setdefault(status, [])
+        if code not in codes[status]:
+            codes[status].append(code)
+
+    if key not in PUBLIC:
+        add(401, "ERR_UNAUTHENTICATED")
+    if key not in NO_DATABASE:
+        add(503, "ERR_NOT_READY")
+    checked = [
+        p
+        for p in operation.get("parameters", [])
+        if p.get("in") == "query" or p.get("schema", {}).get("type") not in (None, "string")
+    ]
+    if checked:  # FastAPI validates them: 422 with the parameter named in errors[]
+        add(422, "ERR_VALIDATION")
+    if "requestBody" in operation:
+        add(400, "ERR_MALFORMED_JSON")
+        add(413, "ERR_PAYLOAD_TOO_LARGE")
+        add(422, "ERR_VALIDATION")
+    return dict(sorted(codes.items()))
+
+
+def _problem_response(status: int, codes: list[str]) -> dict[str, Any]:
+    schema = {
+        "allOf": [
+            {"$ref": "#/components/schemas/Problem"},
+            {
+                "type": "object",
+                "properties": {
+                    "error_code": {"type": "string", "enum": codes},
+                    "status": {"type": "integer", "enum": [status]},
+                },
+            },
+        ]
+    }
+    detail = f"why this request was refused ({codes[0]})"
+    example = {
+        "type": f"urn:signoff:problem:{codes[0]}",
+        "title": PROBLEM_TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "error_code": codes[0],
+        "message": detail,
+    }
+    response: dict[str, Any] = {
+        "description": STATUS_TEXT.get(status, "Error") + ": " + ", ".join(codes),
+        "content": {PROBLEM_JSON: {"schema": schema, "example": example}},
+    }
+    if status == 401:
+        response["headers"] = {
+            "WWW-Authenticate": _header('`Bearer realm="signoff"`: send an API key.')
+        }
+    if status in (429, 503):
+        response["headers"] = {"Retry-After": _header("Seconds to wait before retrying.")}
+    return response
+
+
+def _finish_operation(key: str, operation: dict[str, Any]) -> None:
+    # Authentication is declared once at the top; say only where it differs.
+    operation.pop("security", None)
+    operation["parameters"] = [
+        p
+        for p in operation.get("parameters", [])
+        if not (p.get("in") == "header" and p.get("name", "").lower() == "authorization")
+    ]
+    if not operation["parameters"]:
+        del operation["parameters"]
+    if key in PUBLIC:
+        operation["security"] = []
+    elif key in OPTIONAL_KEY:
+        operation["security"] = [{}, {BEARER: []}]
+
+    responses = operation.setdefault("responses", {})
+    for status in [s for s in responses if s.isdigit() and int(s) >= 400]:
+        if key.endswith("/r/{token}") and status == "410":
+            continue  # a page or a link state, not a problem (set below)
+        del responses[status]
+    for status, codes in error_codes(key, operation).items():
+        responses[str(status)] = _problem_response(status, codes)
+    for status, response in responses.items():
+        headers = RESPONSE_HEADERS.get(f"{key} {status}")
+        if headers:
+            response.setdefault("headers", {}).update(headers)
+
+    example = REQUEST_EXAMPLES.get(key)
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    if example is not None and body is not None:
+        body["example"] = example
+
+
+def _special_media_types(paths: dict[str, Any]) -> None:
+    metrics = paths.get("/metrics", {}).get("get")
+    if metrics:
+        metrics["responses"]["200"]["content"] = {
+            "text/plain": {
+                "schema": {"type": "string"},
+                "example": "# TYPE signoff_tasks_created_total counter\n"
+                'signoff_tasks_created_total{entity_type="transaction"} 1.0\n',
+            }
+        }
+    link = paths.get("/r/{token}", {})
+    use = link.get("post")
+    if use:
+        # Its bodies (set below) are read by the route itself: the usual body refusals.
+        for status, code in (
+            (400, "ERR_MALFORMED_JSON"),
+            (413, "ERR_PAYLOAD_TOO_LARGE"),
+            (422, "ERR_VALIDATION"),
+        ):
+            use["responses"].setdefault(str(status), _problem_response(status, [code]))
+    page_or_state = {**HTML_PAGE, "application/json": {"schema": LINK_STATE_SCHEMA}}
+    for method in ("get", "post"):
+        operation = link.get(method)
+        if not operation:
+            continue
+        operation["responses"]["200"] = {
+            "description": "The decision page (HTML), or with `Accept: application/json` "
+            "(GET) / a JSON body (POST) the link's state as JSON.",
+            "content": copy.deepcopy(page_or_state),
+        }
+        operation["responses"]["410"] = {
+            "description": "Expired, cancelled or withdrawn: a page, or the state as JSON.",
+            "content": copy.deepcopy(page_or_state),
+        }
+        for status, response in operation["responses"].items():
+            if status.isdigit() and int(status) >= 400 and status != "410":
+                response["content"] = {**HTML_PAGE, **response["content"]}
+    if use:
+        use["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/x-www-form-urlencoded": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["decision", "csrf"],
+                        "properties": {
+                            "decision": {"type": "string", "enum": DECISIONS},
+                            "notes": {
+                                "type": "string",
+                                "description": "Required with REVISION_REQUESTED.",
+                            },
+                            "csrf": {
+                                "type": "string",
+                                "description": "The form token from the page (GET /r/{token}).",
+                            },
+                            "revision": {
+                                "type": "string",
+                                "pattern": "^[0-9]{1,9}$",
+                                "description": "The subject revision shown on the page.",
+                            },
+                        },
+                    }
+                },
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["decision"],
+                        "properties": {
+                            "decision": {"type": "string", "enum": DECISIONS},
+                            "notes": {
+                                "type": "string",
+                                "maxLength": 10000,
+                                "description": "Required with REVISION_REQUESTED.",
+                            },
+                            "revision": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": 2**31 - 1,
+                                "description": "Required on a task with a subject.",
+                            },
+                        },
+                    },
+                    "example": {"decision": "APPROVED"},
+                },
+            },
+        }
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    """The finished document (cached on the app)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            _finish_operation(f"{method.upper()} {path}", operation)
+    _special_media_types(schema["paths"])
+    components = schema.setdefault("components", {})
+    components["securitySchemes"] = {
+        BEARER: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key (`signoff_…`), sent as `Authorization: Bearer <key>`. "
+            "`signoff serve` prints the first admin key; admins create the others.",
+        }
+    }
+    schema["security"] = [{BEARER: []}]
+    schemas = components.setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    if "Problem" in schemas:
+        schemas["Problem"]["example"] = PROBLEM_EXAMPLE
+    app.openapi_schema = schema
+    return schema
