@@ -16,8 +16,8 @@ import pytest
 
 from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
+from signoff.store.listen import Listener
 from signoff.workers.dispatcher import NOTIFY_CHANNEL
-from signoff.workers.listen import Listener
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.pgcluster import Cluster
 from tests.processes import wait_for, worker
