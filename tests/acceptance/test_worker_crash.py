@@ -13,6 +13,7 @@ from pathlib import Path
 
 from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
+from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.receiver import Answer, Receiver
 from tests.support import ADMIN_KEY, escalation, live_server
 
@@ -46,9 +47,11 @@ def test_sigkill_mid_delivery_then_another_worker_delivers_the_same_event(
         bootstrap_admin_key=ADMIN_KEY,
         run_workers=False,
         webhook_allow_private_networks=True,
+        encryption_keys=TEST_ENCRYPTION_KEY,
     )
     env = {
         "SIGNOFF_DATABASE_URL": postgres_database,
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,  # the worker reads the same secrets
         "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
         "SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS": "2",
         "SIGNOFF_WEBHOOK_TIMEOUT_SECONDS": "60",
@@ -89,9 +92,11 @@ def test_sigterm_drains_the_attempt_in_flight(postgres_database: str, tmp_path: 
         bootstrap_admin_key=ADMIN_KEY,
         run_workers=False,
         webhook_allow_private_networks=True,
+        encryption_keys=TEST_ENCRYPTION_KEY,
     )
     env = {
         "SIGNOFF_DATABASE_URL": postgres_database,
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,  # the worker reads the same secrets
         "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
         "SIGNOFF_DISPATCHER_POLL_SECONDS": "0.1",
     }

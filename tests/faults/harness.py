@@ -33,6 +33,7 @@ from signoff.domain.states import TRANSITIONS
 from signoff.settings import Settings
 from signoff.store.database import Database, create_engine
 from signoff.store.tables import metadata
+from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.processes import wait_for
 from tests.receiver import Receiver
 from tests.support import ADMIN_KEY, escalation, example_resolve
@@ -49,6 +50,8 @@ def service_env(database_url: str, **extra: str) -> dict[str, str]:
     return {
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
+        # Every process must read the same webhook secrets.
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,
         "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
         "SIGNOFF_DISPATCHER_POLL_SECONDS": "0.2",
         "SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS": "3",

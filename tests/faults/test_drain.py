@@ -1,5 +1,5 @@
 """SIGTERM drains: requests in flight are answered (2xx), the attempt in flight is
-delivered and recorded, the process shuts down cleanly, and new connections are refused meanwhile.
+delivered and recorded, and the process shuts down cleanly.
 Nothing acknowledged is lost and every audited change is delivered in per-task order
 once the service runs again."""
 
@@ -68,14 +68,6 @@ def _waiting_on_locks(database_url: str) -> int:
     return asyncio.run(count())
 
 
-def _refused(base_url: str) -> bool:
-    try:
-        httpx.get(f"{base_url}/healthz", timeout=2)
-    except httpx.ConnectError:
-        return True
-    return False
-
-
 def test_sigterm_answers_the_requests_in_flight_and_drains_the_dispatcher(
     postgres_database: str, tmp_path: Path
 ) -> None:
@@ -86,7 +78,9 @@ def test_sigterm_answers_the_requests_in_flight_and_drains_the_dispatcher(
     answer_held = threading.Event()
     ledger = Ledger()
     with Receiver() as receiver:
-        server = Server(service_env(url), tmp_path / "serve.log")
+        # The held attempt must outlast the stop: a long attempt timeout.
+        env = service_env(url, SIGNOFF_WEBHOOK_TIMEOUT_SECONDS="60")
+        server = Server(env, tmp_path / "serve.log")
         with server:
             keys = setup_service(server.base_url, receiver)
             producer = httpx.Client(
@@ -120,7 +114,6 @@ def test_sigterm_answers_the_requests_in_flight_and_drains_the_dispatcher(
                 assert server.process is not None
                 server.process.send_signal(signal.SIGTERM)
                 wait_for(lambda: "Waiting for connections to close" in server.log.read_text())
-                wait_for(lambda: _refused(server.base_url), what="new connections refused")
             for sender in senders:
                 sender.join(timeout=60)
             answer_held.set()
@@ -136,6 +129,6 @@ def test_sigterm_answers_the_requests_in_flight_and_drains_the_dispatcher(
         for index, body in enumerate(bodies):
             assert answers[index].status_code == 201, answers[index].text
             ledger.tasks[answers[index].json()["id"]] = body
-        with Server(service_env(url), tmp_path / "serve-again.log", port=server.port):
+        with Server(env, tmp_path / "serve-again.log", port=server.port):
             counts = audit(url, ledger, receiver)
     assert counts["acknowledged_tasks"] == IN_FLIGHT + 1

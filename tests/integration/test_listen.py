@@ -16,8 +16,9 @@ import pytest
 
 from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
+from signoff.store.listen import Listener
 from signoff.workers.dispatcher import NOTIFY_CHANNEL
-from signoff.workers.listen import Listener
+from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.pgcluster import Cluster
 from tests.processes import wait_for, worker
 from tests.receiver import Receiver
@@ -47,9 +48,11 @@ def test_an_idle_dispatcher_is_woken_again_after_postgresql_restarts(
         bootstrap_admin_key=ADMIN_KEY,
         run_workers=False,
         webhook_allow_private_networks=True,
+        encryption_keys=TEST_ENCRYPTION_KEY,
     )
     env = {
         "SIGNOFF_DATABASE_URL": own_postgres_database,
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,
         "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
         # Only a notification can wake it within the waits below.
         "SIGNOFF_DISPATCHER_POLL_SECONDS": "120",

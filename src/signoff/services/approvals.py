@@ -457,8 +457,17 @@ async def finish_action(
             )
         existing = actions[action_id]
         if existing["operation_id"] == operation_id and existing["status"] == status.value:
-            current = await task_store.find_task(conn, task.id)
-            return _execution_view(current or task, list(actions.values()))
+            current = await task_store.find_task(conn, task.id) or task
+            # A failure recorded before the live grant is not this report: a retry of the
+            # action under a new grant failed again, and the execution must end FAILED.
+            retried = (
+                held
+                and status is ExecutionStatus.FAILED
+                and current.executed_at is not None
+                and existing["updated_at"] < current.executed_at
+            )
+            if not retried:
+                return _execution_view(current, list(actions.values()))
         if not held:
             raise _lease_lost(task.id)
         changed = await store.set_action_status(

@@ -4,7 +4,7 @@ A commit that changed tasks wakes this process's waiters directly. On PostgreSQL
 shared listener connection per process (``LISTEN signoff_outbox``: a trigger notifies,
 naming the task, when an outbox event commits in any process) wakes waiters here for
 changes made elsewhere, and wakes this process's dispatcher. The listener is made again
-whenever its connection is lost (:class:`signoff.workers.listen.Listener`); each time it
+whenever its connection is lost (:class:`signoff.store.listen.Listener`); each time it
 starts listening, every waiter re-reads, since what committed meanwhile was announced to
 no one. Waiters are plain ``asyncio`` events: a thousand idle long-polls hold no database
 connection.
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 
 from signoff.metrics import LONG_POLL_WAITERS
-from signoff.workers.listen import Listener
+from signoff.store.listen import Listener
 
 NOTIFY_CHANNEL = "signoff_outbox"
 #: How long the first long-poll waits for the listener before relying on its own wait.

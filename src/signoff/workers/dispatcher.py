@@ -39,9 +39,9 @@ from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
 from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
+from signoff.store.listen import Listener
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
-from signoff.workers.listen import Listener
 from signoff.workers.outage import OutageLog, database_unavailable
 
 log = structlog.get_logger("signoff.dispatcher")

@@ -1,0 +1,109 @@
+"""The claim-next → resolve statements alone, through asyncpg (no HTTP, no service): how
+fast the database runs Signoff's single statements, and what the outbox trigger's
+``NOTIFY`` and the claim limit cost. Benchmarks only, never run by the tests.
+
+    python -m bench.statements                 # as shipped
+    python -m bench.statements --no-notify     # outbox trigger disabled (what it costs)
+    python -m bench.statements --no-limit      # claim-limit count stubbed out
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import time
+import uuid
+
+import asyncpg
+from bench.common import fresh_pg_database, pg_url, psql
+from bench.run import seed_tasks
+
+from signoff.store import oneshot
+
+UTC = datetime.UTC
+
+
+async def _reviewer(pool: asyncpg.Pool, n: int, stop: float, done: list[int]) -> None:
+    while time.monotonic() < stop:
+        now = datetime.datetime.now(UTC)
+        common = {
+            "actor": f"reviewer-{n}",
+            "actor_role": "reviewer",
+            "now": now,
+            "now_text": now.isoformat(),
+            "token_hash": uuid.uuid4().hex,
+            "lease_expires_at": now + datetime.timedelta(minutes=15),
+        }
+        claim = common | {
+            "event_id": uuid.uuid4(),
+            "limit": 10,
+            "groups": None,
+            "entity_type": None,
+            "reason_code": None,
+        }
+        async with pool.acquire() as connection:
+            task = await connection.fetchrow(
+                oneshot.CLAIM_NEXT.sql, *oneshot.CLAIM_NEXT.args(claim)
+            )
+        resolve = common | {
+            "event_id": uuid.uuid4(),
+            "task_id": task["id"],
+            "decision": "APPROVED",
+            "notes": "bench",
+            "payload": None,
+            "key_id": uuid.uuid4(),
+            "default_ttl": None,
+            "revision": None,
+            "digest": None,
+        }
+        async with pool.acquire() as connection:
+            await connection.fetchrow(oneshot.RESOLVE.sql, *oneshot.RESOLVE.args(resolve))
+        done[0] += 1
+
+
+async def _run(database: str, clients: int, seconds: float) -> float:
+    pool = await asyncpg.create_pool(pg_url(database), min_size=clients, max_size=clients)
+    done = [0]
+    stop = time.monotonic() + seconds
+    await asyncio.gather(*(_reviewer(pool, n, stop, done) for n in range(clients)))
+    await pool.close()
+    return done[0] / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--no-notify", action="store_true")
+    parser.add_argument("--no-limit", action="store_true")
+    args = parser.parse_args()
+    with fresh_pg_database("signoff_bench_statements") as db:
+        seed_tasks(db, 60_000, "bench-bot")
+        if args.no_notify:
+            psql(db, "ALTER TABLE outbox_events DISABLE TRIGGER USER")
+        if args.no_limit:
+            psql(
+                db,
+                "CREATE OR REPLACE FUNCTION signoff_live_leases(principal text,"
+                " at timestamptz, exclude uuid) RETURNS bigint LANGUAGE sql"
+                " AS $$ SELECT 0::bigint $$",
+            )
+        load = os.getloadavg()[0]
+        rate = asyncio.run(_run(db, args.clients, args.seconds))
+    print(
+        json.dumps(
+            {
+                "cycles_per_s": round(rate, 1),
+                "no_notify": args.no_notify,
+                "no_limit": args.no_limit,
+                "load": [round(load, 2), round(os.getloadavg()[0], 2)],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
