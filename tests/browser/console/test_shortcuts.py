@@ -106,3 +106,49 @@ def test_a_reviewer_signed_in_twice_is_told_they_hold_the_task_in_another_window
         expect(second.locator("#lease-timer")).to_be_visible()
     finally:
         context.close()
+
+
+def test_after_claiming_by_keyboard_tab_goes_on_in_the_decision_panel(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer)
+    ann = signed_in("ann")
+    ann.goto(f"/console/tasks/{task_id}")
+    ann.locator("body").focus()
+    ann.keyboard.press("c")
+    expect(ann.locator("#lease-timer")).to_be_visible()
+    expect(ann.get_by_role("heading", name="Decision")).to_be_focused()
+    ann.keyboard.press("Tab")  # not back to "Skip to content" at the top of the page
+    expect(ann.get_by_label("Notes")).to_be_focused()
+    ann.keyboard.press("e")  # typed into Notes: no extension
+    expect(ann.get_by_label("Notes")).to_have_value("e")
+
+
+def test_at_375_pixels_the_inbox_rows_still_say_what_age_and_group_are(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    served.escalate(producer)
+    ann = signed_in("ann", width=375)
+    ann.goto("/console?view=available")
+    row = ann.locator("#rows tr[data-task-id]").first
+    expect(row).to_be_visible()
+    expect(ann.locator("table.tasks thead")).to_be_hidden()  # headings hidden at this width
+    labels = row.evaluate(
+        "r => [...r.querySelectorAll('td')].map(td => getComputedStyle(td, '::before').content)"
+    )
+    assert '"Age: "' in labels and '"Group: "' in labels, labels
+
+
+def test_at_375_pixels_claim_is_within_reach_without_scrolling_past_the_history(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer)
+    ann = signed_in("ann", width=375)
+    ann.goto(f"/console/tasks/{task_id}")
+    claim = ann.get_by_role("button", name="Claim")
+    expect(claim).to_be_in_viewport()
+    claim.click()
+    expect(ann.get_by_role("button", name="Approve")).to_be_in_viewport()

@@ -324,6 +324,12 @@
   function init(root) {
     var body = root.id === "task-body" ? root : $("#task-body", root);
     if (body) {
+      // A claim, an extension or a live refresh replaces the task's part of the page; the
+      // keyboard then starts again from the Decision panel, not from the top of the page.
+      if (root === body && (!document.activeElement || document.activeElement === document.body)) {
+        var heading = $("#decision-h", body);
+        if (heading) heading.focus({ preventScroll: true });
+      }
       startLease(body);
       restoreDraft(body);
       var toggle = $("#next-toggle", body);
