@@ -185,16 +185,21 @@ def test_two_processes_on_one_sqlite_file_grant_one_claim(tmp_path: Path) -> Non
             )
             return {"Authorization": f"Bearer {created.json()['key']}"}
 
-        producer, reviewer = key("producer", "bot"), key("reviewer", "alice")
+        producer = key("producer", "bot")
+        # Forty reviewers: the holder re-claiming its own task gets a fresh token (200).
+        reviewers = [key("reviewer", f"reviewer-{i}") for i in range(40)]
         task_id = httpx.post(
             f"{second.base_url}/tasks/escalate", headers=producer, json=escalation()
         ).json()["id"]
 
         async def race() -> list[int]:
-            async with httpx.AsyncClient(headers=reviewer, timeout=60) as client:
+            async with httpx.AsyncClient(timeout=60) as client:
                 responses = await asyncio.gather(
                     *(
-                        client.post(f"{(first, second)[i % 2].base_url}/tasks/{task_id}/claim")
+                        client.post(
+                            f"{(first, second)[i % 2].base_url}/tasks/{task_id}/claim",
+                            headers=reviewers[i],
+                        )
                         for i in range(40)
                     )
                 )

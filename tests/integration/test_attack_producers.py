@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from signoff.client import Signoff, verify_event
 from tests.integration.test_approvals import decide, execute, new_subject_task, report
 from tests.integration.test_sdk import escalate
@@ -32,10 +30,6 @@ def test_a_body_only_delivery_cannot_choose_its_own_dedupe_key() -> None:
 # -- the SDK's escalation keys -------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SDK escalation ids derive from the key alone, not scoped to the producer",
-)
 def test_two_producers_may_use_the_same_escalation_key(server: LiveServer) -> None:
     keys = [server.new_client("producer", p).key for p in ("tenant-a", "tenant-b")]
     a = Signoff(server.base_url, str(keys[0]), backoff=0)

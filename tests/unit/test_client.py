@@ -72,9 +72,21 @@ def problem(status: int, code: str, **extra: Any) -> httpx.Response:
     return httpx.Response(status, json={**body, "message": code.lower(), **extra})
 
 
+def answering_me(handler: Handler) -> Handler:
+    """``handler`` behind a server that also says who the caller is (``GET /me``)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/me":
+            return httpx.Response(200, json={"principal_id": "agent", "role": "producer"})
+        return handler(request)
+
+    return answer
+
+
 def client(handler: Handler, **kwargs: Any) -> Signoff:
     kwargs.setdefault("backoff", 0)
-    return Signoff("http://signoff.test", "key", transport=httpx.MockTransport(handler), **kwargs)
+    transport = httpx.MockTransport(answering_me(handler))
+    return Signoff("http://signoff.test", "key", transport=transport, **kwargs)
 
 
 def escalate(c: Signoff, **overrides: Any) -> Any:
@@ -110,7 +122,7 @@ def test_escalate_derives_ids_from_the_key_and_computes_the_precheck_hash() -> N
         traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
     )
     body = sent[0]
-    escalation_id, idempotency_key = escalation_ids("article-a-1")
+    escalation_id, idempotency_key = escalation_ids("article-a-1", "agent")
     assert (task.id, body["escalation_id"]) == (escalation_id, escalation_id)
     assert body["idempotency_key"] == idempotency_key
     actions = body["diagnostic_bundle"]["attempted_actions"]
@@ -121,10 +133,12 @@ def test_escalate_derives_ids_from_the_key_and_computes_the_precheck_hash() -> N
     assert "summary" not in body
 
 
-def test_the_same_key_names_the_same_escalation_and_another_key_another() -> None:
-    assert escalation_ids("k-1") == escalation_ids("k-1")
-    assert escalation_ids("k-1")[0] != escalation_ids("k-2")[0]
-    assert len(escalation_ids("k")[1]) >= 16  # the contract's minimum
+def test_the_same_key_names_the_same_escalation_and_another_key_or_producer_another() -> None:
+    assert escalation_ids("k-1", "agent") == escalation_ids("k-1", "agent")
+    assert escalation_ids("k-1", "agent")[0] != escalation_ids("k-2", "agent")[0]
+    # Another producer's same key names another escalation.
+    assert escalation_ids("k-1", "agent")[0] != escalation_ids("k-1", "other-agent")[0]
+    assert len(escalation_ids("k", "agent")[1]) >= 16  # the contract's minimum
 
 
 def test_escalate_retries_a_5xx_and_a_dropped_connection_with_the_same_key() -> None:
@@ -158,7 +172,7 @@ def test_retries_give_up_with_the_last_answer() -> None:
 
 
 def test_a_rerun_with_fresh_timestamps_returns_the_task_its_key_created() -> None:
-    escalation_id, _ = escalation_ids("article-a-1")
+    escalation_id, _ = escalation_ids("article-a-1", "agent")
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.method == "POST":

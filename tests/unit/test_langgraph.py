@@ -36,6 +36,8 @@ class FakeSignoff:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
+        if request.url.path == "/me":
+            return httpx.Response(200, json={"principal_id": "agent", "role": "producer"})
         if request.method == "POST" and request.url.path == "/tasks/escalate":
             self.escalations += 1
             if self.task is None:

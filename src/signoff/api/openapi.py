@@ -46,6 +46,7 @@ ERROR_CODES: dict[str, dict[int, tuple[str, ...]]] = {
     "GET /healthz": {},
     "GET /readyz": {},
     "GET /metrics": {403: FORBIDDEN},
+    "GET /me": {},
     "POST /api-keys": {403: FORBIDDEN},
     "GET /api-keys": {403: FORBIDDEN},
     "DELETE /api-keys/{key_id}": {403: FORBIDDEN, 404: ("ERR_API_KEY_NOT_FOUND",)},

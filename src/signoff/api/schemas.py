@@ -361,3 +361,11 @@ class WebhookEndpointListOut(BaseModel):
 
 class RevisionListOut(BaseModel):
     items: list[RevisionOut]
+
+
+class WhoAmIOut(BaseModel):
+    """``GET /me``: the principal behind the caller's credentials."""
+
+    principal_id: str
+    role: Literal["producer", "reviewer", "supervisor", "admin"]
+    groups: list[str]

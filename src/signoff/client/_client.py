@@ -54,6 +54,7 @@ class Signoff:
         transport: httpx.BaseTransport | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        self._identity: dict[str, str] = {}
         self._runner = SyncRunner(
             base_url,
             api_key,
@@ -110,7 +111,6 @@ class Signoff:
         active task instead of raising :class:`TaskConflict`.
         """
         body = ops.escalation_body(
-            key=key,
             entity_type=entity_type,
             entity_id=entity_id,
             reason_code=reason_code,
@@ -129,7 +129,13 @@ class Signoff:
             approval_ttl_seconds=approval_ttl_seconds,
         )
         return self._runner.run(
-            ops.escalate(body, on_conflict=on_conflict, traceparent=traceparent)
+            ops.escalate(
+                body,
+                key=key,
+                identity=self._identity,
+                on_conflict=on_conflict,
+                traceparent=traceparent,
+            )
         )
 
     def get_task(self, task_id: str | Task) -> Task:
@@ -294,6 +300,7 @@ class AsyncSignoff:
         transport: httpx.AsyncBaseTransport | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        self._identity: dict[str, str] = {}
         self._runner = AsyncRunner(
             base_url,
             api_key,
@@ -343,7 +350,6 @@ class AsyncSignoff:
     ) -> Task:
         """See :meth:`Signoff.escalate`."""
         body = ops.escalation_body(
-            key=key,
             entity_type=entity_type,
             entity_id=entity_id,
             reason_code=reason_code,
@@ -362,7 +368,13 @@ class AsyncSignoff:
             approval_ttl_seconds=approval_ttl_seconds,
         )
         return await self._runner.run(
-            ops.escalate(body, on_conflict=on_conflict, traceparent=traceparent)
+            ops.escalate(
+                body,
+                key=key,
+                identity=self._identity,
+                on_conflict=on_conflict,
+                traceparent=traceparent,
+            )
         )
 
     async def get_task(self, task_id: str | Task) -> Task:

@@ -47,11 +47,15 @@ def precheck_hash(attempted_actions: Any) -> str:
     return digest(attempted_actions)
 
 
-def escalation_ids(key: str) -> tuple[str, str]:
+def escalation_ids(key: str, principal_id: str) -> tuple[str, str]:
     """``(escalation_id, idempotency_key)`` derived from a caller's stable key: the same key
-    always names the same escalation, so a re-run never creates a second task."""
+    always names the same escalation, so a re-run never creates a second task.
+
+    The escalation id is scoped by the producer's principal (``GET /me``): two producers
+    may use the same key without naming each other's escalation. Idempotency keys are
+    already scoped per producer by the server."""
     if not key:
         raise ValueError("key must not be empty")
-    escalation_id = str(uuid.uuid5(ESCALATION_NAMESPACE, key))
+    escalation_id = str(uuid.uuid5(ESCALATION_NAMESPACE, f"{principal_id}\n{key}"))
     idempotency_key = "sdk-" + hashlib.sha256(key.encode("utf-8")).hexdigest()
     return escalation_id, idempotency_key

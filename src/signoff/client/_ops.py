@@ -145,7 +145,6 @@ def wait_for_decision(
 
 def escalation_body(
     *,
-    key: str,
     entity_type: str,
     entity_id: str,
     reason_code: str,
@@ -163,12 +162,10 @@ def escalation_body(
     policy: str | None = None,
     approval_ttl_seconds: int | None = None,
 ) -> dict[str, Any]:
-    """The escalation request for ``key``: ids derived from it, the precheck hash computed."""
-    escalation_id, idempotency_key = escalation_ids(key)
+    """The escalation request without its ids (:func:`escalate` derives them from the
+    caller's key), the precheck hash computed."""
     actions = _plain(list(attempted_actions))
     body: dict[str, Any] = {
-        "escalation_id": escalation_id,
-        "idempotency_key": idempotency_key,
         "entity_type": entity_type,
         "entity_id": entity_id,
         "reason_code": reason_code,
@@ -198,11 +195,28 @@ def escalation_body(
     return body
 
 
+def who_am_i() -> Op[str]:
+    """The caller's principal id (``GET /me``)."""
+    response = yield _call("GET", "/me", retry=True)
+    return str(response.json()["principal_id"])
+
+
 def escalate(
-    body: dict[str, Any], *, on_conflict: OnConflict, traceparent: str | None = None
+    body: dict[str, Any],
+    *,
+    key: str,
+    identity: dict[str, str],
+    on_conflict: OnConflict,
+    traceparent: str | None = None,
 ) -> Op[Task]:
-    """Send an escalation (retried with the same key); recognise it when it already exists."""
-    escalation_id = body["escalation_id"]
+    """Send an escalation (retried with the same key); recognise it when it already exists.
+
+    ``identity`` caches the caller's principal id (asked once per client) that scopes the
+    ids derived from ``key``."""
+    if "principal_id" not in identity:
+        identity["principal_id"] = yield from who_am_i()
+    escalation_id, idempotency_key = escalation_ids(key, identity["principal_id"])
+    body = {"escalation_id": escalation_id, "idempotency_key": idempotency_key, **body}
     headers = {"traceparent": traceparent} if traceparent else None
     try:
         response = yield _call("POST", "/tasks/escalate", json=body, headers=headers, retry=True)

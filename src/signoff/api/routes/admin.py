@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
-from signoff.api.schemas import ApiKeyCreated, ApiKeyListOut, CreateApiKeyRequest
+from signoff.api.schemas import ApiKeyCreated, ApiKeyListOut, CreateApiKeyRequest, WhoAmIOut
 from signoff.domain.clock import rfc3339
 from signoff.domain.states import Role
 from signoff.domain.tasks import require_role
@@ -34,6 +34,25 @@ async def healthz() -> dict[str, str]:
 async def readyz(context: Context, _caller: Caller) -> Response:
     await context.database.ping()
     return json_response({"status": "ready", "database": context.database.dialect})
+
+
+@router.get(
+    "/me",
+    tags=["api-keys"],
+    response_model=None,
+    responses={200: {"model": WhoAmIOut}, **problems()},
+    summary="Who the caller is: principal, role and groups (any role)",
+)
+async def who_am_i(caller: Caller) -> Response:
+    """The principal behind the credentials. The SDK scopes the escalation ids it derives
+    from a caller's key by this principal, so two producers may use the same key."""
+    return json_response(
+        {
+            "principal_id": caller.principal_id,
+            "role": caller.role.value,
+            "groups": list(caller.groups),
+        }
+    )
 
 
 @router.post(
