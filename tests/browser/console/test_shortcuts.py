@@ -138,7 +138,8 @@ def test_at_375_pixels_the_inbox_rows_still_say_what_age_and_group_are(
     labels = row.evaluate(
         "r => [...r.querySelectorAll('td')].map(td => getComputedStyle(td, '::before').content)"
     )
-    assert '"Age: "' in labels and '"Group: "' in labels, labels
+    assert '"Age: "' in labels, labels
+    assert '"Group: "' in labels, labels
 
 
 def test_at_375_pixels_claim_is_within_reach_without_scrolling_past_the_history(
