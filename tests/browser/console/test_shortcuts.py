@@ -153,3 +153,18 @@ def test_at_375_pixels_claim_is_within_reach_without_scrolling_past_the_history(
     expect(claim).to_be_in_viewport()
     claim.click()
     expect(ann.get_by_role("button", name="Approve")).to_be_in_viewport()
+
+
+def test_an_unknown_email_link_says_what_to_do(served: Served, chromium: Any) -> None:
+    context = chromium.new_context(base_url=served.base_url)
+    try:
+        page = context.new_page()
+        response = page.goto("/r/not-a-link-anyone-sent")
+        assert response is not None
+        assert response.status < 500
+        expect(page.get_by_role("status")).to_contain_text("not known")
+        expect(page.get_by_text("What to do")).to_be_visible()
+        page.get_by_role("link", name="sign in to the console").click()
+        page.wait_for_url("**/console/login**")
+    finally:
+        context.close()
