@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+import asyncpg
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -40,6 +41,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
+from signoff.store.availability import database_unavailable
 
 log = structlog.get_logger("signoff.api")
 
@@ -109,17 +111,6 @@ def _request_validation(exc: RequestValidationError) -> SignoffError:
     return validation_error(errors)
 
 
-#: SQLSTATE classes that mean "the database is not available to us", not "bad query":
-#: connection exception, invalid authorisation, invalid catalog (no such database),
-#: insufficient resources, operator intervention (shutdown, admin kill).
-UNAVAILABLE_SQLSTATE_PREFIXES = ("08", "28", "3D", "53", "57P")
-
-
-def _is_unavailable(exc: DBAPIError) -> bool:
-    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-    return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATE_PREFIXES)
-
-
 def _allowed_methods(request: Request) -> list[str]:
     """Every method the API documents for this path (Starlette names only the first route
     that matched the path)."""
@@ -177,7 +168,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database_error(_request: Request, exc: DBAPIError) -> Response:
-        if exc.connection_invalidated or _is_unavailable(exc):
+        if database_unavailable(exc):
             return problem_response(
                 NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
             )
@@ -195,6 +186,18 @@ def install_problem_handlers(app: FastAPI) -> None:
             status_code=500,
             media_type=PROBLEM_JSON,
         )
+
+    async def _raw_database_error(request: Request, exc: Exception) -> Response:
+        # asyncpg's own errors, from the hot path's single statements (store/oneshot.py).
+        if database_unavailable(exc):
+            log.warning("database.unavailable", error=str(exc)[:200])
+            return problem_response(
+                NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
+            )
+        raise exc
+
+    app.add_exception_handler(asyncpg.PostgresError, _raw_database_error)
+    app.add_exception_handler(asyncpg.InterfaceError, _raw_database_error)
 
     @app.exception_handler(OSError)
     async def _network(_request: Request, exc: OSError) -> Response:

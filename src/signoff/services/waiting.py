@@ -340,9 +340,17 @@ class LinkState:
 async def _load_link(
     uow: UnitOfWork, ctx: ServiceContext, token: str, now: datetime
 ) -> tuple[dict[str, Any], Task]:
-    row = await store.find_resume_token(uow.connection, hash_resume_token(token))
+    token_hash = hash_resume_token(token)
+    row = await store.find_resume_token(uow.connection, token_hash)
     task = await task_store.find_task(uow.connection, row["task_id"]) if row else None
     if row is None or task is None:
+        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+    # Read the link again, after the task: a reassignment revokes links in the same commit
+    # that moves the task, so either this read sees the revocation, or the task read above
+    # predates the move and the conditional resolve (same level and group) matches nothing.
+    # Reading the link only before the task let a move commit in between (READ COMMITTED).
+    row = await store.find_resume_token(uow.connection, token_hash)
+    if row is None:
         raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
     return row, task
 

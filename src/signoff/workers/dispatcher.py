@@ -38,11 +38,12 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
+from signoff.store.availability import database_unavailable
 from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
 from signoff.store.listen import Listener
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
-from signoff.workers.outage import OutageLog, database_unavailable
+from signoff.workers.outage import OutageLog
 
 log = structlog.get_logger("signoff.dispatcher")
 

@@ -7,27 +7,9 @@ from __future__ import annotations
 
 import time
 
-import asyncpg
 import structlog
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-#: SQLSTATE classes meaning "the database is not there (for now)": connection exceptions,
-#: authorization (a database being recreated), insufficient resources, operator
-#: intervention (shutdown, crash recovery).
-UNAVAILABLE_SQLSTATE_PREFIXES = ("08", "28", "3D", "53", "57P")
-
-
-def database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database cannot be reached, as opposed to a bug."""
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        exc = exc.orig if isinstance(exc.orig, BaseException) else exc
-    if isinstance(exc, OSError | TimeoutError | PoolTimeout | asyncpg.InterfaceError):
-        return True
-    sqlstate = getattr(exc, "sqlstate", None)
-    return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATE_PREFIXES)
+from signoff.store.availability import database_unavailable
 
 
 class OutageLog:
