@@ -11,7 +11,7 @@ and run as asyncpg prepared statements: nothing is constructed per request.
 SQLite keeps the multi-statement path in :mod:`signoff.store.tasks` (one writer, no round
 trips to save). The outbox payload is the task's public view; here it is built by the
 database from the updated row (:func:`view_sql`), and
-``tests/integration/test_oneshot.py`` holds it equal to :func:`signoff.domain.tasks.task_view`.
+``tests/integration/test_claims.py`` holds it equal to :func:`signoff.domain.tasks.task_view`.
 """
 
 from __future__ import annotations
