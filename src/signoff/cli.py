@@ -13,8 +13,9 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import Coroutine
-from typing import Annotated, Any, NoReturn, TypeVar
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import httpx
 import typer
@@ -29,6 +30,9 @@ from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
 from signoff.logs import configure_logging, server_log_config
 from signoff.settings import Settings
+
+if TYPE_CHECKING:
+    from signoff.services.context import ServiceContext
 
 try:  # typer >= 0.22 ships its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -328,10 +332,7 @@ def create_key(
     """Create an API key directly in the database and print only its secret (once), so
     KEY=$(signoff create-key ...) captures it."""
     from signoff.api.schemas import CreateApiKeyRequest
-    from signoff.domain.clock import SystemClock
-    from signoff.services.context import ServiceContext
     from signoff.services.keys import create_api_key
-    from signoff.store.database import Database, create_engine
 
     names = [name.strip() for value in groups or [] for name in value.split(",") if name.strip()]
     try:
@@ -345,11 +346,7 @@ def create_key(
     settings = _settings(database_url)
 
     async def run() -> str:
-        await prepare_database(settings)
-        database = Database(create_engine(settings))
-        try:
-            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
-            operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
+        async with _as_cli_admin(settings) as (context, operator):
             created = await create_api_key(
                 context,
                 operator,
@@ -359,10 +356,27 @@ def create_key(
                 email=request.email,
             )
             return created.key
-        finally:
-            await database.dispose()
 
     typer.echo(run_with_database(settings, run()))
+
+
+@asynccontextmanager
+async def _as_cli_admin(
+    settings: Settings,
+) -> AsyncIterator[tuple[ServiceContext, Principal]]:
+    """The migrated database's service context and the operator a CLI command acts as
+    (whoever may run the CLI may administer the database)."""
+    from signoff.domain.clock import SystemClock
+    from signoff.services.context import ServiceContext
+    from signoff.store.database import Database, create_engine
+
+    await prepare_database(settings)
+    database = Database(create_engine(settings))
+    try:
+        context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+        yield context, Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
+    finally:
+        await database.dispose()
 
 
 @app.command("create-user")
@@ -394,11 +408,8 @@ def create_user(
     database_url: DatabaseOption = None,
 ) -> None:
     """Create a console user and print a one-time link (valid 24 h) to set the password."""
-    from signoff.domain.clock import SystemClock
     from signoff.errors import SignoffError
-    from signoff.services.context import ServiceContext
     from signoff.services.users import create_user as create
-    from signoff.store.database import Database, create_engine
 
     if role not in ("reviewer", "supervisor", "admin"):
         raise UserError(f"--role must be reviewer, supervisor or admin, not {role!r}")
@@ -411,24 +422,19 @@ def create_user(
     settings = _settings(database_url)
 
     async def run() -> str:
-        await prepare_database(settings)
-        database = Database(create_engine(settings))
         try:
-            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
-            operator = Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)
-            created = await create(
-                context,
-                operator,
-                principal_id=principal_id,
-                role=Role(role),
-                groups=names,
-                email=email,
-                password=password,
-            )
+            async with _as_cli_admin(settings) as (context, operator):
+                created = await create(
+                    context,
+                    operator,
+                    principal_id=principal_id,
+                    role=Role(role),
+                    groups=names,
+                    email=email,
+                    password=password,
+                )
         except SignoffError as exc:
             raise UserError(exc.message) from None
-        finally:
-            await database.dispose()
         if created.set_password_link is None:
             return f"User {principal_id} created ({role}); the password is set."
         return (
