@@ -14,7 +14,10 @@ Workloads (docs/benchmarks.md states the targets):
 * ``w1``: escalations/s at 16 connections against pgbench inserting the same task row at
   16 clients; then the latency at about half that rate (wrk's per-request ``delay``).
 * ``w2``: claim-next → resolve cycles/s (outbox included) against a pgbench script of the
-  same two statements (``FOR UPDATE SKIP LOCKED`` claim, then the resolve update).
+  same two statements (``FOR UPDATE SKIP LOCKED`` claim, then the resolve update); then,
+  side by side (``bench/peers.py``, unless ``--no-peers``), pgqueuer and procrastinate
+  doing enqueue → dequeue → ack of a job the size of Signoff's task with 16 workers,
+  each as a ratio to the same pgbench figure.
 * ``w3``: the storm (70 % new, 20 % replays, 10 % new keys for an entity already queued):
   rate against W1's, 5xx count, and tasks in the table against 201s created.
 * ``sqlite``: escalations/s at 4 connections on the embedded default.
@@ -25,6 +28,8 @@ Results: ``--out`` (JSON) and a Markdown table on stdout.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import bisect
 import contextlib
 import json
 import os
@@ -36,15 +41,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from bench.common import (
+    ADMIN_KEY,
     Service,
+    _service_env,
     fresh_pg_database,
     machine,
+    percentile,
     pg_url,
     pgbouncer,
     psql,
     signoff_serve,
 )
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "example-escalation.json"
@@ -83,6 +93,9 @@ def wrk(
     figures: dict[str, Any] = json.loads(line.removeprefix("WRK_JSON "))
     figures["rate_per_s"] = round(figures["requests"] / (figures["duration_us"] / 1e6), 1)
     figures["load"] = [before, load()]
+    timed = [x for x in result.stdout.splitlines() if x.startswith("WRK_TIMED ")]
+    if timed:  # cycle.lua --timed: claim-next and resolve apart
+        figures["timed"] = json.loads(timed[0].removeprefix("WRK_TIMED "))
     if result.stderr.strip():
         figures["stderr"] = result.stderr.strip()[:500]
     return figures
@@ -280,6 +293,23 @@ def _run_pg_workloads(
             "ratio": round(cycle["cycles_per_s"] / bench["rate_per_s"], 3),
         }
         print(json.dumps({"w2": results["w2"]}), flush=True)
+        if not args.no_peers:
+            results["w2"]["peers"] = w2_peers(seconds, cycle, bench)
+            print(json.dumps({"w2_peers": results["w2"]["peers"]}), flush=True)
+
+
+def w2_peers(seconds: int, cycle: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
+    """pgqueuer and procrastinate (bench/peers.py: enqueue → dequeue → ack, 16 workers,
+    each on a database of its own) right after W2, with each one's jobs/s as a ratio to
+    the same run's pgbench cycle figure and Signoff's cycles/s as a multiple of it."""
+    from bench.peers import run_peers  # the bench extra's peer libraries, only when used
+
+    peers = run_peers(seconds)
+    for peer in peers.values():
+        peer["ratio"] = round(peer["jobs_per_s"] / bench["rate_per_s"], 3)
+        jobs_per_s = peer["jobs_per_s"] or float("nan")  # a peer that finished nothing
+        peer["signoff_over_peer"] = round(cycle["cycles_per_s"] / jobs_per_s, 3)
+    return peers
 
 
 def run_sqlite(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -290,6 +320,361 @@ def run_sqlite(args: argparse.Namespace, results: dict[str, Any]) -> None:
             service.base_url, "escalate.lua", producer, "new", connections=4, seconds=args.seconds
         )
         print(json.dumps({"sqlite": results["sqlite"]}), flush=True)
+
+
+# --- W4: callbacks ------------------------------------------------------------------------
+#: The issue's load for the latency target, resolves per second.
+W4_RATE = 100
+#: Signoff's default SIGNOFF_MAX_LEASES_PER_PRINCIPAL: one reviewer key per this many
+#: pre-claimed tasks, so the server runs with its defaults.
+LEASES_PER_REVIEWER = 10
+
+
+def _w4_keys(service: Service, hook_url: str, tasks: int) -> tuple[str, list[str]]:
+    """A producer key, enough reviewer keys to hold ``tasks`` leases, and the receiver
+    registered (as the admin) for ``task.resolved``."""
+    httpx.post(
+        f"{service.base_url}/webhook-endpoints",
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        json={"url": hook_url, "event_types": ["task.resolved"]},
+    ).raise_for_status()
+    reviewers = -(-tasks // LEASES_PER_REVIEWER)
+    return service.key("producer", "bench-bot"), [
+        service.key("reviewer", f"bench-reviewer-{n}") for n in range(reviewers)
+    ]
+
+
+async def _escalate_and_claim(
+    base_url: str, producer: str, reviewers: list[str], tasks: int
+) -> list[tuple[str, str, str]]:
+    """Escalate ``tasks`` tasks and claim each (untimed); returns (task id, lease token,
+    reviewer key) for each, at most LEASES_PER_REVIEWER per reviewer."""
+    from bench.webhooks import escalation, gather_bounded
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+
+        async def escalate() -> str:
+            response = await client.post(
+                "/tasks/escalate",
+                json=escalation(),
+                headers={"Authorization": f"Bearer {producer}"},
+            )
+            response.raise_for_status()
+            return str(response.json()["id"])
+
+        async def claim(n: int, task_id: str) -> tuple[str, str, str]:
+            key = reviewers[n // LEASES_PER_REVIEWER]
+            response = await client.post(
+                f"/tasks/{task_id}/claim", headers={"Authorization": f"Bearer {key}"}
+            )
+            response.raise_for_status()
+            return task_id, str(response.json()["lease_token"]), key
+
+        ids = await gather_bounded(8, [escalate() for _ in range(tasks)])
+        return await gather_bounded(8, [claim(n, i) for n, i in enumerate(ids)])
+
+
+async def _resolve(client: httpx.AsyncClient, lease: tuple[str, str, str]) -> tuple[float, int]:
+    """Resolve one claimed task; returns when its response arrived (monotonic) and the
+    status code."""
+    task_id, token, key = lease
+    response = await client.post(
+        f"/tasks/{task_id}/resolve",
+        headers={"Authorization": f"Bearer {key}", "X-Lease-Token": token},
+        json={"decision": "APPROVED"},
+    )
+    return time.monotonic(), response.status_code
+
+
+async def _paced_resolves(
+    base_url: str, leases: list[tuple[str, str, str]], rate: float
+) -> tuple[dict[str, tuple[float, float, float, int]], int]:
+    """Start one resolve every 1/``rate`` s (several may be in flight); returns task id →
+    (scheduled, sent, answered, status), monotonic seconds, and the most in flight."""
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    out: dict[str, tuple[float, float, float, int]] = {}
+    in_flight = [0, 0]  # now, most
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
+
+        async def one(lease: tuple[str, str, str], scheduled: float) -> None:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            sent = time.monotonic()
+            answered, status = await _resolve(client, lease)
+            in_flight[0] -= 1
+            out[lease[0]] = (scheduled, sent, answered, status)
+
+        start = time.monotonic() + 0.05
+        started = []
+        for n, lease in enumerate(leases):
+            scheduled = start + n / rate
+            pause = scheduled - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            started.append(asyncio.create_task(one(lease, scheduled)))
+        await asyncio.gather(*started)
+    return out, in_flight[1]
+
+
+async def _resolve_all(base_url: str, leases: list[tuple[str, str, str]]) -> list[int]:
+    from bench.webhooks import gather_bounded
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        done = await gather_bounded(8, [_resolve(client, lease) for lease in leases])
+    return [status for _, status in done]
+
+
+def _deliveries(db: str) -> dict[str, int]:
+    """Webhook deliveries by status, and attempts made (more than deliveries: retries);
+    after up to 3 s for the attempts still being recorded (sent and answered already)."""
+    for _ in range(15):
+        if not count(db, "SELECT count(*) FROM webhook_deliveries WHERE status = 'PENDING'"):
+            break
+        time.sleep(0.2)
+    rows = psql(db, "SELECT status, count(*) FROM webhook_deliveries GROUP BY status")
+    by_status = {s: int(n) for s, n in (line.split("|") for line in rows.splitlines() if line)}
+    return by_status | {"attempts": count(db, "SELECT count(*) FROM delivery_attempts")}
+
+
+def _ms(values: list[float], q: float) -> float | None:
+    return round(percentile(values, q), 1) if values else None
+
+
+def run_w4(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """W4: resolve → delivered latency at 100 resolves/s, then the dispatcher's drain rate
+    with a 100 ms receiver at each SIGNOFF_DISPATCHER_BATCH_SIZE of ``--w4-concurrency``."""
+    started = time.monotonic()
+    results["w4"] = {"paced": _w4_paced(args), "scaling": _w4_scaling(args)}
+    results["w4"]["wall_seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps({"w4": results["w4"]}), flush=True)
+
+
+def _w4_paced(args: argparse.Namespace) -> dict[str, Any]:
+    from bench.webhooks import collect, receiver
+
+    tasks = W4_RATE * args.seconds
+    env = {"SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"}  # the receiver is on loopback
+    with (
+        fresh_pg_database("signoff_bench_w4") as db,
+        receiver(0) as (hook_url, arrivals),
+        signoff_serve(pg_url(db), env=env) as service,
+    ):
+        producer, reviewers = _w4_keys(service, hook_url, tasks)
+        leases = asyncio.run(_escalate_and_claim(service.base_url, producer, reviewers, tasks))
+        before = load()
+        resolved, most_in_flight = asyncio.run(_paced_resolves(service.base_url, leases, W4_RATE))
+        ok = {t for t, (*_, status) in resolved.items() if status == 200}
+        arrived = {t: at for t, at in collect(arrivals, ok, 30).items() if t in ok}
+        after = load()
+        deliveries = _deliveries(db)
+    latencies = [(at - resolved[t][2]) * 1000 for t, at in arrived.items()]
+    sent = sorted(s for _, s, _, _ in resolved.values())
+    answer_ms = [(a - s) * 1000 for _, s, a, _ in resolved.values()]
+    return {
+        "tasks": tasks,
+        "target_rate_per_s": W4_RATE,
+        "resolves_per_s": round((len(sent) - 1) / (sent[-1] - sent[0]), 1),
+        "resolve_errors": len(resolved) - len(ok),
+        "resolve_p50_ms": _ms(answer_ms, 0.5),
+        "resolve_p99_ms": _ms(answer_ms, 0.99),
+        "most_resolves_in_flight": most_in_flight,
+        "schedule_lag_max_ms": round(max(s - sch for sch, s, _, _ in resolved.values()) * 1000, 1),
+        "arrived": len(arrived),
+        "min_ms": _ms(latencies, 0),
+        "p50_ms": _ms(latencies, 0.5),
+        "p99_ms": _ms(latencies, 0.99),
+        "max_ms": round(max(latencies), 1) if latencies else None,
+        "deliveries": deliveries,
+        "target": "p50 ≤ 50 ms, p99 ≤ 500 ms",
+        "load": [before, after],
+    }
+
+
+def _w4_scaling(args: argparse.Namespace) -> dict[str, Any]:
+    """Backlogs drained by one ``signoff worker`` per setting (bench/webhooks.py's drain
+    mode): deliveries/s over first-to-last arrival, against the 100 ms receiver's bound of
+    setting × 10/s."""
+    from bench.webhooks import collect, process, receiver
+
+    backlog = args.w4_backlog
+    runs: dict[str, Any] = {}
+    # serve and worker run in different directories: without one key given to both, each
+    # would create its own ./signoff.key and the worker could not decrypt the endpoint's
+    # signing secret (it logs webhook.secret_undecryptable and sends nothing).
+    shared = {
+        "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+        "SIGNOFF_ENCRYPTION_KEYS": Fernet.generate_key().decode("ascii"),
+    }
+    env = shared | {"SIGNOFF_RUN_WORKERS": "false"}
+    with (
+        fresh_pg_database("signoff_bench_w4_drain") as db,
+        receiver(100) as (hook_url, arrivals),
+        signoff_serve(pg_url(db), env=env) as service,
+        tempfile.TemporaryDirectory() as cwd,
+    ):
+        producer, reviewers = _w4_keys(service, hook_url, backlog)
+        for setting in args.w4_concurrency:
+            leases = asyncio.run(
+                _escalate_and_claim(service.base_url, producer, reviewers, backlog)
+            )
+            statuses = asyncio.run(_resolve_all(service.base_url, leases))
+            ids = {t for (t, _, _), status in zip(leases, statuses, strict=True) if status == 200}
+            worker_env = _service_env(
+                pg_url(db), **shared, SIGNOFF_DISPATCHER_BATCH_SIZE=str(setting)
+            )
+            before = load()
+            spawned = time.monotonic()
+            bound = setting * 10  # deliveries/s a 100 ms receiver allows at this concurrency
+            with process([sys.executable, "-m", "signoff", "worker"], worker_env, cwd):
+                arrived = collect(arrivals, ids, min(180, 30 + 4 * len(ids) / bound))
+            times = sorted(at for t, at in arrived.items() if t in ids)
+            rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else float("nan")
+            runs[str(setting)] = {
+                "batch_size": setting,
+                "backlog": backlog,
+                "resolve_errors": backlog - len(ids),
+                "delivered": len(times),
+                "deliveries_per_s": round(rate, 1),
+                "bound_per_s": bound,
+                "of_bound": round(rate / bound, 3),
+                # Requests the receiver held at once: arrivals within one 100 ms sleep.
+                "most_in_flight": max(
+                    (bisect.bisect_right(times, t + 0.1) - n for n, t in enumerate(times)),
+                    default=0,
+                ),
+                "first_arrival_s": round(times[0] - spawned, 2) if times else None,
+                "load": [before, load()],
+            }
+            print(json.dumps({"w4_scaling": runs[str(setting)]}), flush=True)
+        runs["deliveries"] = _deliveries(db)
+    settings = [str(s) for s in args.w4_concurrency]
+    if len(settings) > 1:
+        low, high = runs[settings[0]], runs[settings[-1]]
+        runs["speedup"] = round(high["deliveries_per_s"] / low["deliveries_per_s"], 2)
+        runs["ideal_speedup"] = round(high["batch_size"] / low["batch_size"], 2)
+    return runs
+
+
+# --- growth: claim-next and escalate from 10k to 1M rows -----------------------------------
+GROWTH_SMALL = 10_000  # pending tasks at the start, and the queue kept at the large size
+GROWTH_CONNECTIONS = 4
+GROWTH_DELAY_MS = 20  # per connection between requests: a moderate, fixed offered load
+
+
+def grow_table(database: str, rows: int, pending: int) -> dict[str, float]:
+    """Make the table ``rows`` rows with ``pending`` of them waiting: the tasks still
+    claimed are resolved, the queue is topped up to ``pending`` and resolved history
+    (older than everything else) fills the rest; then VACUUM ANALYZE. Returns seconds."""
+    bundle, precheck = _bundle()
+    started = time.monotonic()
+    psql(
+        database,
+        "UPDATE review_tasks SET status = 'RESOLVED', decision = 'APPROVED',"
+        " operator_id = claimed_by, resolved_at = now(), version = version + 1"
+        " WHERE status = 'CLAIMED'",
+    )
+    waiting = count(database, "SELECT count(*) FROM review_tasks WHERE status = 'PENDING_REVIEW'")
+    columns = (
+        "INSERT INTO review_tasks (id, status, entity_type, entity_id, reason_code,"
+        " precheck_hash, diagnostic_bundle, producer_id, idempotency_key, version,"
+        " created_at, updated_at, escalation_level, claimed_by, decision, operator_id,"
+        " resolved_at)"
+    )
+    fixed = f"'AML_RULE_FAILED', '{precheck}', '{bundle}', 'bench-bot'"
+    if pending > waiting:
+        psql(
+            database,
+            f"{columns} SELECT gen_random_uuid(), 'PENDING_REVIEW', 'transaction', 'top_' || g,"
+            f" {fixed}, 'top-' || g, 1, now() - interval '1 hour' + g * interval '1 microsecond',"
+            f" now(), 0, NULL, NULL, NULL, NULL FROM generate_series(1, {pending - waiting}) AS g",
+        )
+    history = rows - count(database, "SELECT count(*) FROM review_tasks")
+    if history > 0:
+        psql(
+            database,
+            f"{columns} SELECT gen_random_uuid(), 'RESOLVED', 'transaction', 'old_' || g,"
+            f" {fixed}, 'old-' || g, 3, now() - interval '30 days' + g * interval '1 ms',"
+            " now() - interval '30 days' + g * interval '1 ms', 0, 'bench-reviewer-0',"
+            " 'APPROVED', 'bench-reviewer-0', now() - interval '30 days' + g * interval '1 ms'"
+            f" FROM generate_series(1, {history}) AS g",
+        )
+    loaded = time.monotonic()
+    psql(database, "VACUUM ANALYZE")
+    return {
+        "load_seconds": round(loaded - started, 1),
+        "vacuum_seconds": round(time.monotonic() - loaded, 1),
+    }
+
+
+def _growth_phase(
+    db: str, url: str, producer: str, reviewers: list[str], seconds: int
+) -> dict[str, Any]:
+    phase: dict[str, Any] = {
+        "rows": count(db, "SELECT count(*) FROM review_tasks"),
+        "pending": count(db, "SELECT count(*) FROM review_tasks WHERE status = 'PENDING_REVIEW'"),
+    }
+    n = GROWTH_CONNECTIONS
+    delay = f"--delay={GROWTH_DELAY_MS}"
+    # One connection per wrk thread, so cycle.lua can time claim-next and resolve apart.
+    phase["cycle"] = wrk(
+        url, "cycle.lua", delay, "--timed", *reviewers, connections=n, threads=n, seconds=seconds
+    )
+    phase["escalate"] = wrk(
+        url, "escalate.lua", producer, "new", str(GROWTH_DELAY_MS), connections=n, seconds=seconds
+    )
+    return phase
+
+
+def run_growth(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """claim-next (→ resolve) and escalate latency at a moderate fixed load with 10k rows
+    in review_tasks, then with ``--growth-rows`` (the same queue of pending tasks, the
+    rest resolved history); the ratios large/small against the 1.2× target."""
+    started = time.monotonic()
+    growth: dict[str, Any] = {
+        "connections": GROWTH_CONNECTIONS,
+        "delay_ms": GROWTH_DELAY_MS,
+        "target": "≤ 1.2×",
+    }
+    with fresh_pg_database("signoff_bench_growth") as db:
+        seed_tasks(db, GROWTH_SMALL, "bench-bot")
+        psql(db, "VACUUM ANALYZE")
+        with signoff_serve(pg_url(db)) as service:
+            url = service.base_url
+            producer = service.key("producer", "bench-bot")
+            reviewers = [
+                f"bench-reviewer-{n}={service.key('reviewer', f'bench-reviewer-{n}')}"
+                for n in range(16)
+            ]
+            n, delay = GROWTH_CONNECTIONS, f"--delay={GROWTH_DELAY_MS}"
+            wrk(url, "cycle.lua", delay, *reviewers, connections=n, threads=n, seconds=2)
+            wrk(
+                url, "escalate.lua", producer, "new", str(GROWTH_DELAY_MS), connections=n, seconds=2
+            )
+            growth["small"] = _growth_phase(db, url, producer, reviewers, args.seconds)
+            print(json.dumps({"growth_small": growth["small"]}), flush=True)
+            growth["grow"] = grow_table(db, args.growth_rows, GROWTH_SMALL)
+            growth["large"] = _growth_phase(db, url, producer, reviewers, args.seconds)
+            print(json.dumps({"growth_large": growth["large"]}), flush=True)
+    small, large = growth["small"], growth["large"]
+    ratios: dict[str, float | None] = {}
+    for name, kind, key in [
+        ("claim_next", "cycle", "claim"),
+        ("resolve", "cycle", "resolve"),
+        ("cycle", "cycle", "cycle"),
+    ]:
+        for q in ("p50", "p99"):
+            a = small[kind].get("timed", {}).get(f"{key}_{q}_ms", -1)
+            b = large[kind].get("timed", {}).get(f"{key}_{q}_ms", -1)
+            ratios[f"{name}_{q}"] = round(b / a, 3) if a > 0 and b >= 0 else None
+    for q in ("p50", "p99"):
+        ratios[f"escalate_{q}"] = round(
+            large["escalate"][f"{q}_ms"] / small["escalate"][f"{q}_ms"], 3
+        )
+    growth["ratios"] = ratios
+    growth["wall_seconds"] = round(time.monotonic() - started, 1)
+    results["growth"] = growth
+    print(json.dumps({"growth": {"ratios": ratios, "grow": growth["grow"]}}), flush=True)
 
 
 #: Where a sample's running frame (the leaf) belongs, first match wins.
@@ -350,6 +735,71 @@ def profile_summary(path: Path) -> dict[str, Any]:
     }
 
 
+def peer_row(peer: dict[str, Any], bench: dict[str, Any]) -> str:
+    """One W2 peer's Markdown row: its life-cycle jobs/s against the pgbench cycle."""
+    drained = " (queue drained: a floor)" if peer["cycle"]["drained"] else ""
+    return (
+        f"| W2 peer: {peer['library']} {peer['version']} enqueue → dequeue → ack,"
+        f" {peer['workers']} workers | {peer['jobs_per_s']} jobs/s{drained}, enqueue"
+        f" {peer['enqueue_per_s']}/s (Signoff {peer['signoff_over_peer']}× its jobs/s)"
+        f" | pgbench cycle {bench['rate_per_s']}/s | **{peer['ratio']}×** | side by side"
+        f" | {peer['cycle']['load']} |"
+    )
+
+
+def w4_rows(w4: dict[str, Any]) -> list[str]:
+    paced = w4["paced"]
+    lines = [
+        f"| W4 resolve → delivered at {paced['target_rate_per_s']} resolves/s"
+        f" | p50 {paced['p50_ms']} ms, p99 {paced['p99_ms']} ms, max {paced['max_ms']} ms"
+        f" ({paced['arrived']}/{paced['tasks']} arrived, {paced['resolves_per_s']} resolves/s)"
+        f" | | | p50 ≤ 50 ms, p99 ≤ 500 ms | {paced['load']} |"
+    ]
+    for run in w4["scaling"].values():
+        if not isinstance(run, dict) or "batch_size" not in run:
+            continue
+        lines.append(
+            f"| W4 drain, 100 ms receiver, batch size {run['batch_size']}"
+            f" | {run['deliveries_per_s']} deliveries/s ({run['delivered']}/{run['backlog']},"
+            f" {run['most_in_flight']} in flight) | bound {run['bound_per_s']}/s"
+            f" | **{run['of_bound']}×** | ∝ batch size | {run['load']} |"
+        )
+    if "speedup" in w4["scaling"]:
+        lines.append(
+            f"| W4 drain speedup | {w4['scaling']['speedup']}× | ideal"
+            f" {w4['scaling']['ideal_speedup']}× | | ∝ batch size until CPU bound | |"
+        )
+    return lines
+
+
+def growth_rows(growth: dict[str, Any]) -> list[str]:
+    small, large, ratios = growth["small"], growth["large"], growth["ratios"]
+    load = f"{small['cycle']['load']} / {large['cycle']['load']}"
+    lines = []
+    timed_small, timed_large = small["cycle"].get("timed", {}), large["cycle"].get("timed", {})
+    for name, key, ratio in [
+        ("claim-next", "claim", "claim_next"),
+        ("claim-next → resolve cycle", "cycle", "cycle"),
+    ]:
+        lines.append(
+            f"| Growth {name}, {growth['connections']} conn, {growth['delay_ms']} ms apart"
+            f" | {large['rows']:,} rows: p50 {timed_large.get(f'{key}_p50_ms')} ms,"
+            f" p99 {timed_large.get(f'{key}_p99_ms')} ms | {small['rows']:,} rows:"
+            f" p50 {timed_small.get(f'{key}_p50_ms')} ms, p99 {timed_small.get(f'{key}_p99_ms')} ms"
+            f" | **p50 {ratios[f'{ratio}_p50']}×**, p99 {ratios[f'{ratio}_p99']}× | ≤ 1.2×"
+            f" | {load} |"
+        )
+    a, b = small["escalate"], large["escalate"]
+    lines.append(
+        f"| Growth escalate, {growth['connections']} conn, {growth['delay_ms']} ms apart"
+        f" | {large['rows']:,} rows: p50 {b['p50_ms']} ms, p99 {b['p99_ms']} ms"
+        f" | {small['rows']:,} rows: p50 {a['p50_ms']} ms, p99 {a['p99_ms']} ms"
+        f" | **p50 {ratios['escalate_p50']}×**, p99 {ratios['escalate_p99']}× | ≤ 1.2×"
+        f" | {a['load']} / {b['load']} |"
+    )
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         "| workload | Signoff | reference (same run) | ratio | target | load |",
@@ -375,12 +825,17 @@ def markdown(results: dict[str, Any]) -> str:
             f" {w2['pgbench_cycle']['rate_per_s']}/s | **{w2['ratio']}×** | ≥ 0.3×"
             f" | {w2['http']['load']} / {w2['pgbench_cycle']['load']} |"
         )
+        lines += [peer_row(peer, w2["pgbench_cycle"]) for peer in w2.get("peers", {}).values()]
     if "w3" in results:
         w3 = results["w3"]
         lines.append(
             f"| W3 storm | {w3['rate_per_s']}/s, 5xx {w3['server_errors']}, extra tasks"
             f" {w3['extra_tasks']} | W1 | **{w3['ratio_to_w1']}×** | ≥ 0.9× | {w3['load']} |"
         )
+    if "w4" in results:
+        lines += w4_rows(results["w4"])
+    if "growth" in results:
+        lines += growth_rows(results["growth"])
     if "sqlite" in results:
         s = results["sqlite"]
         lines.append(
@@ -395,9 +850,25 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--only", nargs="+", default=["w1", "w2", "w3", "sqlite"])
     parser.add_argument("--cycle-tasks", type=int, default=60_000)
+    parser.add_argument(
+        "--growth-rows", type=int, default=1_000_000, help="review_tasks rows at growth's end"
+    )
+    parser.add_argument(
+        "--w4-backlog", type=int, default=400, help="deliveries per W4 drain (one per setting)"
+    )
+    parser.add_argument(
+        "--w4-concurrency",
+        type=int,
+        nargs="+",
+        default=[10, 50],
+        help="SIGNOFF_DISPATCHER_BATCH_SIZE values for W4's drains",
+    )
     parser.add_argument("--pgbouncer", action="store_true", help="serve through PgBouncer")
     parser.add_argument("--redis", help="SIGNOFF_REDIS_URL for the service (storm shield)")
     parser.add_argument("--profile", type=Path, help="py-spy (raw) of the server during W1")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="skip pgqueuer and procrastinate after W2"
+    )
     parser.add_argument(
         "--env", nargs="*", default=[], help="SIGNOFF_X=value settings for the service"
     )
@@ -414,6 +885,10 @@ def main() -> None:
     started = time.monotonic()
     if set(args.only) & {"w1", "w2", "w3"}:
         run_pg(args, results)
+    if "w4" in args.only:
+        run_w4(args, results)
+    if "growth" in args.only:
+        run_growth(args, results)
     if "sqlite" in args.only:
         run_sqlite(args, results)
     results["meta"]["wall_seconds"] = round(time.monotonic() - started, 1)

@@ -40,14 +40,13 @@ async def _reviewer(pool: asyncpg.Pool, n: int, stop: float, done: list[int]) ->
         claim = common | {
             "event_id": uuid.uuid4(),
             "limit": 10,
-            "groups": None,
+            "groups": [],  # a reviewer in no group, as the HTTP workload's
             "entity_type": None,
             "reason_code": None,
         }
+        statement = oneshot.claim_next_statement(entity_type=None, reason_code=None, groups=[])
         async with pool.acquire() as connection:
-            task = await connection.fetchrow(
-                oneshot.CLAIM_NEXT.sql, *oneshot.CLAIM_NEXT.args(claim)
-            )
+            task = await connection.fetchrow(statement.sql, *statement.args(claim))
         resolve = common | {
             "event_id": uuid.uuid4(),
             "task_id": task["id"],

@@ -13,6 +13,28 @@ local function hex(n)
 end
 M.hex = hex
 
+-- A monotonic clock in milliseconds (LuaJIT's ffi; wrk has none of its own). Only
+-- scripts that time requests themselves call it.
+local clock
+function M.now_ms()
+  if not clock then
+    local ffi = require("ffi")
+    ffi.cdef("typedef struct { long tv_sec; long tv_nsec; } bench_timespec;" ..
+      " int clock_gettime(int clock_id, bench_timespec *tp);")
+    clock = {ffi = ffi, ts = ffi.new("bench_timespec")}
+  end
+  clock.ffi.C.clock_gettime(1, clock.ts)  -- CLOCK_MONOTONIC
+  return tonumber(clock.ts.tv_sec) * 1000 + tonumber(clock.ts.tv_nsec) / 1e6
+end
+
+-- Nearest-rank percentile (0-100) of a list of numbers, or -1 when it is empty.
+function M.percentile(values, q)
+  if #values == 0 then return -1 end
+  table.sort(values)
+  local rank = math.max(1, math.min(#values, math.floor(q / 100 * #values + 0.5)))
+  return values[rank]
+end
+
 function M.uuid4()
   return hex(8) .. "-" .. hex(4) .. "-4" .. hex(3) .. "-" ..
     string.format("%x", math.random(8, 11)) .. hex(3) .. "-" .. hex(12)

@@ -28,6 +28,11 @@ function init(args)
   headers = {["Authorization"] = "Bearer " .. args[1], ["Content-Type"] = "application/json"}
   mode = args[2] or "new"
   delay_ms = tonumber(args[3] or "0")
+  -- wrk looks for delay() after init(), where the arguments are known (a delay()
+  -- defined at the top level, before them, would never be installed).
+  if delay_ms > 0 then
+    function delay() return delay_ms end
+  end
 end
 
 local function fresh()
@@ -75,10 +80,6 @@ function response(status, resp_headers, body)
     client_errors = client_errors + 1
     if client_errors <= 3 then io.stderr:write(status .. " " .. body .. "\n") end
   end
-end
-
-if delay_ms and delay_ms > 0 then
-  function delay() return delay_ms end
 end
 
 function done(summary, latency, requests)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -85,6 +86,9 @@ class Settings(BaseSettings):
     Default: ``<database>.key`` next to a SQLite file, else ``./signoff.key``."""
     dispatcher_poll_seconds: float = Field(default=1.0, gt=0)
     dispatcher_batch_size: int = Field(default=50, gt=0)
+    dispatcher_coalesce_seconds: float = Field(default=0.025, ge=0, le=1)
+    """The shortest time between two dispatcher rounds: the commits of that window are
+    fanned out and claimed together (one round, not one per commit)."""
     # --- speed: claim limit, connection pooling, caches ---
     max_leases_per_principal: int = Field(default=10, ge=1)
     """Live (unlapsed) leases one principal may hold at once; a claim beyond it is refused
@@ -151,7 +155,7 @@ class Settings(BaseSettings):
 
     @property
     def default_policy(self) -> Policy:
-        return policy_from_json(json.loads(self.default_escalation_policy))
+        return _policy(self.default_escalation_policy)
 
     @property
     def retry_schedule(self) -> tuple[int, ...]:
@@ -238,3 +242,9 @@ def async_database_url(url: str) -> str:
     if url.startswith("sqlite://"):
         return "sqlite+aiosqlite://" + url[len("sqlite://") :]
     return url
+
+
+@functools.lru_cache(maxsize=16)
+def _policy(text: str) -> Policy:
+    """The policy a setting's JSON names, parsed once per text (read on every escalation)."""
+    return policy_from_json(json.loads(text))

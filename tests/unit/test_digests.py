@@ -64,3 +64,53 @@ def test_the_contract_example_uses_the_canonical_hash() -> None:
     assert body["precheck_hash"] == hashlib.sha256(canonical_json(actions)).hexdigest()
     assert precheck_hash_matches(actions, body["precheck_hash"])
     assert not precheck_hash_matches(actions, "0" * 64)
+
+
+# --- the compiled fast path (orjson) against the reference (rfc8785) -------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [0.1, 1e-7, 1e-6, 3.39246939e-06, 1e-5, 123.456, 1e21, 1e20, 1.5e15, 2.5e-300, 5e-324]
+)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | _floats
+    | st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
+)
+_keys = st.text(max_size=6) | st.text(alphabet=st.characters(max_codepoint=127), max_size=6)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _sent_order_reference(value: object) -> bytes:
+    """JSON.stringify by definition: keys as given, every scalar as RFC 8785 writes it."""
+    if isinstance(value, dict):
+        return (
+            b"{"
+            + b",".join(
+                bytes(rfc8785.dumps(k)) + b":" + _sent_order_reference(v) for k, v in value.items()
+            )
+            + b"}"
+        )
+    if isinstance(value, list):
+        return b"[" + b",".join(_sent_order_reference(v) for v in value) + b"]"
+    return bytes(rfc8785.dumps(value))
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values)
+def test_canonical_json_is_byte_for_byte_rfc8785(value: object) -> None:
+    assert canonical_json(value) == bytes(rfc8785.dumps(value))
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values)
+def test_the_sent_order_form_is_json_stringify(value: object) -> None:
+    assert compact_json_in_sent_order(value) == _sent_order_reference(value)

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.docs import install_docs
+from signoff.api.fastlane import FastLane
 from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         redoc_url=None,
     )
     install_problem_handlers(app)
+    app.add_middleware(FastLane, fastapi_app=app)  # the hot task routes (api/fastlane.py)
     app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
     app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

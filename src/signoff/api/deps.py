@@ -26,7 +26,12 @@ def get_context(request: Request) -> ServiceContext:
     return context
 
 
-Context = Annotated[ServiceContext, Depends(get_context)]
+async def _context(request: Request) -> ServiceContext:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in a worker thread.
+    return get_context(request)
+
+
+Context = Annotated[ServiceContext, Depends(_context)]
 
 
 #: ``Authorization: Bearer <API key>``. ``auto_error=False``: a missing or malformed header

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from typing import Any
 
 import asyncpg
@@ -188,7 +189,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         )
 
     async def _raw_database_error(request: Request, exc: Exception) -> Response:
-        # asyncpg's own errors, from the hot path's single statements (store/oneshot.py).
+        # asyncpg's and sqlite3's own errors, from the hot path (store/oneshot.py, lite.py).
         if database_unavailable(exc):
             log.warning("database.unavailable", error=str(exc)[:200])
             return problem_response(
@@ -197,6 +198,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         raise exc
 
     app.add_exception_handler(asyncpg.PostgresError, _raw_database_error)
+    app.add_exception_handler(sqlite3.OperationalError, _raw_database_error)
     app.add_exception_handler(asyncpg.InterfaceError, _raw_database_error)
 
     @app.exception_handler(OSError)

@@ -57,7 +57,7 @@ from signoff.services.common import (
 )
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
-from signoff.store import idempotency, oneshot, trail
+from signoff.store import idempotency, lite, oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.database import UnitOfWork
 from signoff.store.idempotency import StoredIdempotencyKey
@@ -137,16 +137,15 @@ async def _escalate(
     step = transition(Action.ESCALATE)
     now = ctx.now()
     if (
-        ctx.database.dialect == "postgresql"
+        (ctx.database.dialect == "postgresql" or ctx.database.sqlite_file is not None)
         and proposal is None
         and waiting.policy_name is None
         and waiting.assigned_group is None
     ):
         # The common escalation (no subject, the default policy, no group to notify):
-        # key + task + audit + outbox in one statement.
-        return await _escalate_in_one_statement(
-            ctx, principal, request, waiting, producer_fields, now
-        )
+        # key + task + audit + outbox in one statement (PostgreSQL) or one trip to the
+        # SQLite thread.
+        return await _escalate_in_one_step(ctx, principal, request, waiting, producer_fields, now)
     async with ctx.database.transaction() as uow:
         try:
             policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
@@ -249,7 +248,7 @@ def _task_row(task: Task, idempotency_key: str) -> dict[str, Any]:
     return oneshot.task_values(task, idempotency_key)
 
 
-async def _escalate_in_one_statement(
+async def _escalate_in_one_step(
     ctx: ServiceContext,
     principal: Principal,
     request: EscalationRequest,
@@ -257,10 +256,11 @@ async def _escalate_in_one_statement(
     producer_fields: ProducerFields,
     now: datetime,
 ) -> EscalationOutcome:
-    """PostgreSQL: take the key, insert the task, its audit and outbox events in one
-    statement (:data:`signoff.store.oneshot.ESCALATE`). A live key inserts nothing and
+    """Take the key, insert the task, its audit and outbox events in one step: one
+    statement on PostgreSQL (:data:`signoff.store.oneshot.ESCALATE`), one trip to the
+    SQLite thread (:func:`signoff.store.lite.escalate`). A live key inserts nothing and
     the stored response is replayed; a unique rule on the task (same id, or an active task
-    for the entity) fails the whole statement, key included."""
+    for the entity) fails the whole step, key included."""
     step = transition(Action.ESCALATE)
     task = replace(
         _new_task(request, None, waiting, ctx.settings.default_policy, principal, now),
@@ -290,8 +290,11 @@ async def _escalate_in_one_statement(
         "payload": dumps(trail.envelope(event_id, step.event_type, now, view)),
     }
     try:
-        record = await oneshot.run(ctx.database, oneshot.ESCALATE, values)
-    except asyncpg.UniqueViolationError:
+        if ctx.database.dialect == "postgresql":
+            record = await oneshot.run(ctx.database, oneshot.ESCALATE, values)
+        else:
+            record = await ctx.database.sqlite_script(lite.escalate(values))
+    except (asyncpg.UniqueViolationError, lite.TaskRefused):
         async with ctx.database.transaction(write=False) as uow:
             raise await _task_conflict(uow, task) from None
     if record["created"]:
@@ -437,13 +440,16 @@ async def claim_next(
     token, now = new_lease_token(), ctx.now()
     limit = ctx.settings.max_leases_per_principal
     if ctx.database.dialect == "postgresql":
+        groups = _groups_list(principal)
         record = await oneshot.run(
             ctx.database,
-            oneshot.CLAIM_NEXT,
+            oneshot.claim_next_statement(
+                entity_type=entity_type, reason_code=reason_code, groups=groups
+            ),
             _lease_values(ctx, principal, now, token_hash=hash_lease_token(token))
             | {
                 "limit": limit,
-                "groups": _groups_list(principal),
+                "groups": groups,
                 "entity_type": entity_type,
                 "reason_code": reason_code,
             },

@@ -4,6 +4,8 @@ once; the second stays an error."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import asyncpg
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -16,13 +18,15 @@ UNAVAILABLE_SQLSTATE_PREFIXES = ("08", "28", "3D", "53", "57P")
 
 
 def database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` (SQLAlchemy's, asyncpg's own on the hot path, or the network's)
-    says the database cannot be reached."""
+    """Whether ``exc`` (SQLAlchemy's, asyncpg's or sqlite3's own on the hot path, or the
+    network's) says the database cannot be reached."""
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
             return True
         exc = exc.orig if isinstance(exc.orig, BaseException) else exc
     if isinstance(exc, OSError | TimeoutError | PoolTimeout | asyncpg.InterfaceError):
         return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return True  # locked past the busy timeout, or the file cannot be opened (lite.py)
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATE_PREFIXES)

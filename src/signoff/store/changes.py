@@ -1,9 +1,9 @@
 """Who waits for which task, and what wakes them: the change signal of one process.
 
 A commit that changed tasks wakes this process's waiters directly. On PostgreSQL one
-shared listener connection per process (``LISTEN signoff_outbox``: a trigger notifies,
-naming the task, when an outbox event commits in any process) wakes waiters here for
-changes made elsewhere, and wakes this process's dispatcher. The listener is made again
+shared listener connection per process (``LISTEN signoff_outbox``: every process
+announces the tasks it changed, in batches, :mod:`signoff.store.announce`) wakes waiters
+here for changes made elsewhere, and wakes this process's dispatcher. The listener is made again
 whenever its connection is lost (:class:`signoff.store.listen.Listener`); each time it
 starts listening, every waiter re-reads, since what committed meanwhile was announced to
 no one. Waiters are plain ``asyncio`` events: a thousand idle long-polls hold no database
@@ -18,9 +18,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 
 from signoff.metrics import LONG_POLL_WAITERS
+from signoff.store.announce import CHANNEL as NOTIFY_CHANNEL  # re-exported
+from signoff.store.announce import parse_payload
 from signoff.store.listen import Listener
 
-NOTIFY_CHANNEL = "signoff_outbox"
+__all__ = ["NOTIFY_CHANNEL", "TaskChanges"]
+
 #: How long the first long-poll waits for the listener before relying on its own wait.
 START_SECONDS = 5.0
 
@@ -118,11 +121,7 @@ class TaskChanges:
     def _notified(self, payload: str) -> None:
         for callback in list(self._subscribers):
             callback()
-        try:
-            task_id = uuid.UUID(payload)
-        except ValueError:
-            return
-        self.changed([task_id])
+        self.changed(parse_payload(payload))
 
     def _wake_everyone(self) -> None:
         for events in self._waiters.values():

@@ -289,15 +289,25 @@ def _claim() -> Statement:
     )
 
 
-def _claim_next() -> Statement:
+def _claim_next(*, entity_type: bool, reason_code: bool, groups: bool) -> Statement:
+    """Claim-next with exactly the filters given: each combination is its own statement,
+    so its cached generic plan has no ``$n IS NULL OR …`` to guess at. (With such a
+    predicate PostgreSQL estimated one matching row and walked every active task,
+    sorting them, instead of reading the oldest first from ``ix_review_tasks_claimable``:
+    a claim cost grew with the queue.)"""
     step = transition(Action.CLAIM)
     guard = guard_sql(step, LeaseRule.CLAIMABLE)
+    filters = [guard]
+    if groups:
+        filters.append("(assigned_group IS NULL OR assigned_group = ANY(:groups::text[]))")
+    if entity_type:
+        filters.append("entity_type = :entity_type::text")
+    if reason_code:
+        filters.append("reason_code = :reason_code::text")
     return statement(
         "claim_next",
         "WITH " + _LIMIT.format(exclude="NULL::uuid") + ","
-        f" c AS (SELECT id FROM review_tasks WHERE {guard} AND {VISIBLE}"
-        " AND (:entity_type::text IS NULL OR entity_type = :entity_type::text)"
-        " AND (:reason_code::text IS NULL OR reason_code = :reason_code::text)"
+        f" c AS (SELECT id FROM review_tasks WHERE {' AND '.join(filters)}"
         " AND (SELECT n FROM lim) < :limit::bigint"
         " ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
         " u AS (UPDATE review_tasks SET "
@@ -356,7 +366,22 @@ def _resolve() -> Statement:
 
 ESCALATE = _escalate()
 CLAIM = _claim()
-CLAIM_NEXT = _claim_next()
+#: By the filters a claim-next has: (entity type, reason code, the caller's groups).
+CLAIM_NEXT: dict[tuple[bool, bool, bool], Statement] = {
+    (e, r, g): _claim_next(entity_type=e, reason_code=r, groups=g)
+    for e in (False, True)
+    for r in (False, True)
+    for g in (False, True)
+}
+
+
+def claim_next_statement(
+    *, entity_type: str | None, reason_code: str | None, groups: list[str] | None
+) -> Statement:
+    """The claim-next statement for these filters (``groups`` ``None``: any group)."""
+    return CLAIM_NEXT[(entity_type is not None, reason_code is not None, groups is not None)]
+
+
 RENEW = _held_change(Action.RENEW, "lease_expires_at = :lease_expires_at::timestamptz, ")
 RELEASE = _held_change(
     Action.RELEASE, "claimed_by = NULL, lease_token_hash = NULL, lease_expires_at = NULL, "

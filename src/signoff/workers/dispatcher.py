@@ -12,6 +12,7 @@ and are recorded before :meth:`Dispatcher.run` returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -197,8 +198,19 @@ class Dispatcher:
         in_flight: set[asyncio.Task[None]] = set()
         capacity = self.settings.dispatcher_batch_size
         outage = OutageLog("dispatcher")
+        loop = asyncio.get_running_loop()
+        last_round = -float("inf")
         try:
             while not stop.is_set():
+                # Coalesce: wake-ups arrive with every commit, in this process and (by
+                # notification) in others; a round takes whatever came in the meantime.
+                pause = last_round + self.settings.dispatcher_coalesce_seconds - loop.time()
+                if pause > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), pause)
+                    if stop.is_set():
+                        break
+                last_round = loop.time()
                 # Clear before the round, not after: a notification that arrives while
                 # the round runs must still cut the next wait short.
                 self._wake.clear()

@@ -1,0 +1,92 @@
+"""The fast lane (signoff.api.fastlane) answers the hot task routes itself, with the same
+answers FastAPI would give: the rest of the suite checks what those routes do; these
+tests check that the lane really serves them, that what it does not serve still reaches
+FastAPI, and that its errors and metrics are the app's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fastapi.routing
+import pytest
+
+from tests.support import LiveServer, escalation
+
+
+def test_hot_routes_are_served_by_the_lane(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = server.new_client("producer", "bot-lane")
+    reviewer = server.new_client("reviewer", "rev-lane")
+
+    async def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("FastAPI resolved a dependency")
+
+    monkeypatch.setattr(fastapi.routing, "solve_dependencies", broken)
+    body = escalation()
+    created = producer.escalate(body)
+    assert created.status_code == 201, created.text
+    task_id = created.json()["id"]
+    assert created.headers["location"] == f"/tasks/{task_id}"
+    assert producer.escalate(body).headers["idempotent-replayed"] == "true"
+    lease = reviewer.post(f"/tasks/{task_id}/claim")
+    assert lease.status_code == 200, lease.text
+    token = lease.json()["lease_token"]
+    headers = {"X-Lease-Token": token}
+    assert reviewer.post(f"/tasks/{task_id}/lease/renew", headers=headers).status_code == 200
+    assert reviewer.post(f"/tasks/{task_id}/release", headers=headers).status_code == 200
+    nxt = reviewer.post("/tasks/claim-next")
+    assert nxt.status_code == 200, nxt.text
+    resolved = reviewer.post(
+        f"/tasks/{task_id}/resolve",
+        headers={"X-Lease-Token": nxt.json()["lease_token"]},
+        json={"decision": "APPROVED", "notes": "fine"},
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["status"] == "RESOLVED"
+    # Anything else is FastAPI's (and fails here, which proves the lane served the above).
+    assert reviewer.get(f"/tasks/{task_id}").status_code == 500
+    producer.close()
+    reviewer.close()
+
+
+def test_the_lanes_errors_are_the_apps_problems(server: LiveServer) -> None:
+    with server.client(None) as anonymous:
+        missing = anonymous.post("/tasks/escalate", json=escalation())
+    assert missing.status_code == 401
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert missing.headers["www-authenticate"] == 'Bearer realm="signoff"'
+    assert missing.json()["error_code"] == "ERR_UNAUTHENTICATED"
+    with server.new_client("reviewer", "rev-errors") as reviewer:
+        unknown = reviewer.post("/tasks/00000000-0000-4000-8000-000000000000/claim")
+        assert (unknown.status_code, unknown.json()["error_code"]) == (404, "ERR_TASK_NOT_FOUND")
+        bad_id = reviewer.post(
+            "/tasks/not-a-uuid/resolve",
+            headers={"X-Lease-Token": "t"},
+            json={"decision": "APPROVED"},
+        )
+        assert bad_id.status_code in (404, 422), bad_id.text
+        no_token = reviewer.post(
+            "/tasks/00000000-0000-4000-8000-000000000000/resolve", json={"decision": "APPROVED"}
+        )
+        assert no_token.json()["error_code"] == "ERR_LEASE_TOKEN_REQUIRED"
+        broken = reviewer.post(
+            "/tasks/claim-next", content=b"{", headers={"Content-Type": "application/json"}
+        )
+        assert broken.status_code == 400, broken.text
+        # Another method on a lane path is FastAPI's: 405 with the documented methods.
+        wrong = reviewer.put("/tasks/claim-next")
+        assert wrong.status_code == 405
+        assert wrong.headers["allow"] == "POST"
+
+
+def test_the_latency_metric_labels_lane_routes_by_template(server: LiveServer) -> None:
+    with server.new_client("producer", "bot-metrics") as producer:
+        assert producer.escalate(escalation()).status_code == 201
+    with server.new_client("reviewer", "rev-metrics") as reviewer:
+        reviewer.post("/tasks/00000000-0000-4000-8000-000000000000/claim")
+    with server.admin() as admin:
+        metrics = admin.get("/metrics").text
+    assert 'route="/tasks/escalate"' in metrics
+    assert 'route="/tasks/{task_id}/claim"' in metrics
+    assert "00000000-0000-4000-8000-000000000000" not in metrics
