@@ -32,7 +32,7 @@ def _plain(value: Any) -> bool:
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
-        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
     if kind is float:
         # orjson writes [1e-6, 1e-5) with an exponent where ECMAScript does not.
         return math.isfinite(value) and not value.is_integer() and not 1e-6 <= abs(value) < 1e-5
