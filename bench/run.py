@@ -2,6 +2,7 @@
 
     python -m bench.run                      # all workloads, 10 s each
     python -m bench.run --seconds 20 --only w1 w2
+    python -m bench.run --only w1 w2 w3 sqlite   # without W4 and growth (~3 min less)
 
 It drives the real ``signoff serve`` (a subprocess on a free loopback port) with **wrk**
 (a compiled load generator; Lua scripts in ``bench/wrk/`` build distinct valid
@@ -20,7 +21,29 @@ Workloads (docs/benchmarks.md states the targets):
   each as a ratio to the same pgbench figure.
 * ``w3``: the storm (70 % new, 20 % replays, 10 % new keys for an entity already queued):
   rate against W1's, 5xx count, and tasks in the table against 201s created.
+* ``w4``: webhook callbacks (bench/webhooks.py's receiver in its own process, on
+  127.0.0.1, subscribed to ``task.resolved``; each workload on a database of its own).
+  First the latency: ``100 × --seconds`` tasks escalated and claimed (untimed), then
+  resolved **paced at 100 resolves/s** (one started every 10 ms, several in flight), each
+  task's time from its resolve response to its arrival at the receiver
+  (``time.monotonic``): p50/p99/max against p50 ≤ 50 ms, p99 ≤ 500 ms. Then the scaling:
+  with ``SIGNOFF_RUN_WORKERS=false`` a backlog of ``--w4-backlog`` resolves piles up in
+  the outbox and one ``signoff worker`` drains it into a receiver that takes 100 ms, once
+  per ``SIGNOFF_DISPATCHER_BATCH_SIZE`` in ``--w4-concurrency`` (a fresh backlog each):
+  deliveries/s over first-to-last arrival (bench/webhooks.py's drain mode) against the
+  ``batch size × 10/s`` the setting allows, and the most requests the receiver held at
+  once.
+* ``growth``: claim-next (→ resolve, ``cycle.lua --timed``: claim-next and resolve
+  timed apart) and escalate latency p50/p99 at a moderate fixed load (4 connections, each
+  20 ms between requests) with 10,000 pending tasks in ``review_tasks``, then again after
+  the table grew to ``--growth-rows`` (default 1,000,000: the queue topped up to 10,000
+  pending, the rest bulk-loaded resolved history, ``VACUUM ANALYZE``); the ratios
+  large/small against ≤ 1.2×. The bulk load takes ~20 s of heavy I/O.
 * ``sqlite``: escalations/s at 4 connections on the embedded default.
+
+``w4`` and ``growth`` are in the default ``--only`` list: together they add about three
+minutes at ``--seconds 10`` (W4 ~1.5 min, most of it fixed set-up and the drains; growth
+~1.5 min, of it ~25 s loading and vacuuming 1M rows).
 
 Results: ``--out`` (JSON) and a Markdown table on stdout.
 """
@@ -851,7 +874,7 @@ def markdown(results: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--only", nargs="+", default=["w1", "w2", "w3", "sqlite"])
+    parser.add_argument("--only", nargs="+", default=["w1", "w2", "w3", "w4", "growth", "sqlite"])
     parser.add_argument("--cycle-tasks", type=int, default=60_000)
     parser.add_argument(
         "--growth-rows", type=int, default=1_000_000, help="review_tasks rows at growth's end"
