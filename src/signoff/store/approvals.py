@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import REVIEWERS, Decision, ExecutionStatus, Transition
 from signoff.domain.tasks import Task
+from signoff.store.batch import chosen
 from signoff.store.tables import (
     api_keys,
     review_tasks,
@@ -239,7 +240,7 @@ async def mark_stalled_executions(
     )
     statement = (
         update(review_tasks)
-        .where(T.id.in_(candidates.scalar_subquery()), lapsed)
+        .where(T.id.in_(chosen(candidates, "lapsed_executions")), lapsed)
         .values(execution_stalled_at=now, version=T.version + 1, updated_at=now)
         .returning(*review_tasks.c)
     )

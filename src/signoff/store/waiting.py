@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import ACTIVE_STATUSES, REVIEWERS, Decision, Transition
 from signoff.domain.tasks import Task
+from signoff.store.batch import chosen
 from signoff.store.tables import (
     api_keys,
     escalation_policies,
@@ -300,7 +301,7 @@ async def claim_due_notifications(
     )
     rows = await conn.execute(
         update(notifications)
-        .where(N.id.in_(candidates.scalar_subquery()), due)
+        .where(N.id.in_(chosen(candidates, "due_notifications")), due)
         .values(leased_until=leased_until, attempts=N.attempts + 1)
         .returning(*notifications.c)
     )

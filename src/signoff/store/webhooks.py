@@ -27,6 +27,7 @@ from sqlalchemy.orm import aliased
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wants
+from signoff.store.batch import chosen
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
@@ -247,7 +248,7 @@ async def claim_due_deliveries(
     claimed = (
         await conn.execute(
             update(webhook_deliveries)
-            .where(D.id.in_(candidates.scalar_subquery()), due)
+            .where(D.id.in_(chosen(candidates, "due_deliveries")), due)
             .values(
                 leased_until=leased_until,
                 lease_owner=owner,
