@@ -167,6 +167,7 @@ class Database:
                         max_size=10,
                         # PgBouncer 1.18 cannot route named prepared statements.
                         statement_cache_size=0 if self.pgbouncer else 256,
+                        reset=_keep_session,
                     )
         return self._pool
 
@@ -280,6 +281,14 @@ class Database:
         await self.changes.close()
         await self.key_cache.close()
         await self.engine.dispose()
+
+
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    """The hot-path pool's reset on release: none. Its statements are single autocommit
+    statements and whole-transaction scripts whose locks and settings are transaction
+    scoped, so a connection comes back as it left; asyncpg's default reset (``RESET ALL``,
+    ``UNLISTEN *``, … — an extra round trip per statement) has nothing to undo. An open
+    transaction is still rolled back by asyncpg before this is called."""
 
 
 def _listen_url(engine: AsyncEngine, configured: str | None = None) -> str | None:
