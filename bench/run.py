@@ -189,7 +189,9 @@ def pgbench_insert_row() -> str:
 
 
 def seed_tasks(database: str, count: int, producer: str) -> None:
-    """``count`` pending tasks, oldest first, in one statement."""
+    """``count`` pending tasks, oldest first, in one statement; then ``VACUUM ANALYZE``, so
+    Signoff and pgbench both start from a steady table, not from a bulk load that
+    autovacuum is about to visit mid-measurement."""
     bundle, precheck = _bundle()
     psql(
         database,
@@ -201,6 +203,7 @@ def seed_tasks(database: str, count: int, producer: str) -> None:
         " now() - interval '1 hour' + g * interval '1 microsecond',"
         " now(), 0 FROM generate_series(1, " + str(count) + ") AS g",
     )
+    psql(database, "VACUUM ANALYZE review_tasks")
 
 
 PGBENCH_CYCLE = (

@@ -43,13 +43,18 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> li
     dispatcher takes no write lock."""
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
-        if not await store.has_work(uow.connection, now=now):
-            return []
-    async with ctx.database.transaction() as uow:
-        await store.fan_out_outbox(
-            uow.connection, now=now, limit=ctx.settings.dispatcher_batch_size * 4
-        )
-        await uow.commit()
+        work = await store.has_work(uow.connection, now=now)
+    if not work:
+        return []
+    made = 0
+    if work.unfanned:
+        async with ctx.database.transaction() as uow:
+            _events, made = await store.fan_out(
+                uow.connection, now=now, limit=ctx.settings.dispatcher_batch_size * 4
+            )
+            await uow.commit()
+    if not work.due and not made:
+        return []  # events no endpoint wants: nothing to send this round
     async with ctx.database.transaction() as uow:
         claimed = await store.claim_due_deliveries(
             uow.connection,

@@ -95,23 +95,28 @@ async def delete_endpoint(conn: AsyncConnection, endpoint_id: uuid.UUID) -> bool
     return result.first() is not None
 
 
-async def has_work(conn: AsyncConnection, *, now: datetime) -> bool:
-    """Whether a dispatcher round would find anything: a read, so idle dispatchers take no
-    write lock (on SQLite every write transaction serialises with the API's)."""
-    unfanned = select(O.id).where(O.fanned_out_at.is_(None)).limit(1)
-    due = (
-        select(D.id)
-        .where(
-            D.status == DeliveryStatus.PENDING.value,
-            D.next_attempt_at <= now,
-            or_(D.leased_until.is_(None), D.leased_until <= now),
-        )
-        .limit(1)
+@dataclass(frozen=True)
+class PendingWork:
+    """What a dispatcher round would find: events to fan out, deliveries due."""
+
+    unfanned: bool
+    due: bool
+
+    def __bool__(self) -> bool:
+        return self.unfanned or self.due
+
+
+async def has_work(conn: AsyncConnection, *, now: datetime) -> PendingWork:
+    """What a dispatcher round would find, in one read, so idle dispatchers take no write
+    lock (on SQLite every write transaction serialises with the API's)."""
+    unfanned = select(O.id).where(O.fanned_out_at.is_(None))
+    due = select(D.id).where(
+        D.status == DeliveryStatus.PENDING.value,
+        D.next_attempt_at <= now,
+        or_(D.leased_until.is_(None), D.leased_until <= now),
     )
-    for probe in (unfanned, due):
-        if (await conn.execute(probe)).first() is not None:
-            return True
-    return False
+    row = (await conn.execute(select(unfanned.exists(), due.exists()))).one()
+    return PendingWork(unfanned=bool(row[0]), due=bool(row[1]))
 
 
 async def endpoints_for_fan_out(conn: AsyncConnection) -> Sequence[Any]:
@@ -125,7 +130,15 @@ async def endpoints_for_fan_out(conn: AsyncConnection) -> Sequence[Any]:
 
 
 async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
-    """Create deliveries for up to ``limit`` new outbox events; returns how many events.
+    """Create deliveries for up to ``limit`` new outbox events; returns how many events
+    (:func:`fan_out` also says how many deliveries)."""
+    events, _deliveries = await fan_out(conn, now=now, limit=limit)
+    return events
+
+
+async def fan_out(conn: AsyncConnection, *, now: datetime, limit: int) -> tuple[int, int]:
+    """Create deliveries for up to ``limit`` new outbox events; returns how many events
+    were fanned out and how many deliveries they made.
 
     An event is taken only with every earlier waiting event of its task (see
     :func:`_in_task_order`)."""
@@ -158,7 +171,7 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
     ).all()
     events = await _in_task_order(conn, events)
     if not events:
-        return 0
+        return 0, 0
     endpoints = await endpoints_for_fan_out(conn)
     rows = [
         {
@@ -187,7 +200,7 @@ async def fan_out_outbox(conn: AsyncConnection, *, now: datetime, limit: int) ->
     await conn.execute(
         update(outbox_events).where(O.id.in_([e.id for e in events])).values(fanned_out_at=now)
     )
-    return len(events)
+    return len(events), len(rows)
 
 
 async def _in_task_order(conn: AsyncConnection, events: Sequence[Any]) -> Sequence[Any]:
