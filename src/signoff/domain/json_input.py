@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,8 +88,12 @@ def join_path(parent: str, key: str | int) -> str:
     return f"{parent}.{key}" if parent else key
 
 
-def _has_lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a UTF-16 surrogate on its own (unencodable as UTF-8)."""
+    return _SURROGATE.search(text) is not None
 
 
 def _problems(value: Any, path: str, depth: int = 0) -> Iterator[FieldError]:
@@ -102,14 +107,14 @@ def _problems(value: Any, path: str, depth: int = 0) -> Iterator[FieldError]:
             f"(finite, integers within ±{MAX_SAFE_INTEGER})",
         )
     elif isinstance(value, str):
-        if _has_lone_surrogate(value):
+        if has_lone_surrogate(value):
             yield FieldError(where, "string contains a lone UTF-16 surrogate")
     elif isinstance(value, dict):
         if isinstance(value, _DuplicateKeys):
             for key in value.duplicates:
                 yield FieldError(join_path(path, key), "duplicate object key")
         for key, item in value.items():
-            if _has_lone_surrogate(key):
+            if has_lone_surrogate(key):
                 yield FieldError(where, "object key contains a lone UTF-16 surrogate")
             yield from _problems(item, join_path(path, key), depth + 1)
     elif isinstance(value, list):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from signoff.domain.json_input import has_lone_surrogate
 from signoff.errors import FieldError
 
 #: Top-level request fields whose value is stored whole as a JSON document.
@@ -38,15 +39,11 @@ MAX_PARAMETER_LENGTH = 255
 FIELD_BOUNDS: dict[str, int] = {"notes": 65536, "url": 2048, "description": 1000}
 
 
-def _lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
 def text_problem(text: str, *, limit: int) -> str | None:
     """Why ``text`` cannot reach a column, or ``None``."""
     if "\x00" in text:
         return "must not contain U+0000"
-    if _lone_surrogate(text):
+    if has_lone_surrogate(text):
         return "must not contain a lone UTF-16 surrogate"
     if len(text) > limit:
         return f"must be at most {limit} characters"
