@@ -483,6 +483,7 @@ def _w4_paced(args: argparse.Namespace) -> dict[str, Any]:
 
     tasks = W4_RATE * args.seconds
     env = {"SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"}  # the receiver is on loopback
+    env |= dict(pair.split("=", 1) for pair in args.env)
     with (
         fresh_pg_database("signoff_bench_w4") as db,
         receiver(0) as (hook_url, arrivals),

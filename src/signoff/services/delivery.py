@@ -37,7 +37,17 @@ class AttemptRecord:
     now: datetime
 
 
-async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> list[ClaimedDelivery]:
+@dataclass(frozen=True)
+class Round:
+    """What one dispatcher round leased, and whether events are still waiting to be
+    fanned out (the round took a full batch of them): then the next round comes at once,
+    not after an idle wait."""
+
+    deliveries: list[ClaimedDelivery]
+    backlog: bool = False
+
+
+async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Round:
     """Fan new outbox events out to deliveries, then lease up to ``limit`` due ones to
     ``owner`` for ``SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS``. A read first, so an idle
     dispatcher takes no write lock."""
@@ -45,16 +55,16 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> li
     async with ctx.database.transaction(write=False) as uow:
         work = await store.has_work(uow.connection, now=now)
     if not work:
-        return []
-    made = 0
+        return Round([])
+    made, backlog = 0, False
     if work.unfanned:
+        batch = ctx.settings.dispatcher_batch_size * 4
         async with ctx.database.transaction() as uow:
-            _events, made = await store.fan_out(
-                uow.connection, now=now, limit=ctx.settings.dispatcher_batch_size * 4
-            )
+            events, made = await store.fan_out(uow.connection, now=now, limit=batch)
             await uow.commit()
+        backlog = events >= batch
     if not work.due and not made:
-        return []  # events no endpoint wants: nothing to send this round
+        return Round([], backlog)  # events no endpoint wants: nothing to send this round
     async with ctx.database.transaction() as uow:
         claimed = await store.claim_due_deliveries(
             uow.connection,
@@ -64,7 +74,7 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> li
             limit=limit,
         )
         await uow.commit()
-    return await _with_clear_secrets(ctx, claimed, owner=owner, now=now)
+    return Round(await _with_clear_secrets(ctx, claimed, owner=owner, now=now), backlog)
 
 
 #: How long a delivery whose secret this process cannot decrypt waits before another try.

@@ -66,11 +66,11 @@ class Dispatcher:
 
     async def run_once(self) -> int:
         """Fan out new events, then send every due delivery once. Returns attempts made."""
-        claimed = await self._claim_round(self.settings.dispatcher_batch_size)
+        claimed = (await self._claim_round(self.settings.dispatcher_batch_size)).deliveries
         await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
         return len(claimed)
 
-    async def _claim_round(self, limit: int) -> list[ClaimedDelivery]:
+    async def _claim_round(self, limit: int) -> delivery_service.Round:
         return await delivery_service.claim_deliveries(self.context, owner=self.owner, limit=limit)
 
     async def _deliver(self, delivery: ClaimedDelivery) -> None:
@@ -216,9 +216,11 @@ class Dispatcher:
                 self._wake.clear()
                 self.context.database.outbox_committed.clear()
                 claimed: list[ClaimedDelivery] = []
+                backlog = False
                 if len(in_flight) < capacity:
                     try:
-                        claimed = await self._claim_round(capacity - len(in_flight))
+                        taken = await self._claim_round(capacity - len(in_flight))
+                        claimed, backlog = taken.deliveries, taken.backlog
                     except Exception as exc:  # the loop must outlive a database hiccup
                         outage.failed(exc)
                     else:
@@ -229,7 +231,7 @@ class Dispatcher:
                     attempt = asyncio.create_task(self._deliver(delivery))
                     in_flight.add(attempt)
                     attempt.add_done_callback(self._finished(in_flight))
-                if not claimed:
+                if not claimed and not backlog:
                     await self._idle(stop)
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
