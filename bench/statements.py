@@ -1,9 +1,9 @@
 """The claim-next → resolve statements alone, through asyncpg (no HTTP, no service): how
-fast the database runs Signoff's single statements, and what the outbox trigger's
-``NOTIFY`` and the claim limit cost. Benchmarks only, never run by the tests.
+fast the database runs Signoff's single statements, and what the claim limit costs.
+Benchmarks only, never run by the tests. (Writing transactions no longer notify —
+migration 0009 — so the first round's ``--no-notify`` has nothing left to switch off.)
 
     python -m bench.statements                 # as shipped
-    python -m bench.statements --no-notify     # outbox trigger disabled (what it costs)
     python -m bench.statements --no-limit      # claim-limit count stubbed out
 """
 
@@ -76,13 +76,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8)
-    parser.add_argument("--no-notify", action="store_true")
     parser.add_argument("--no-limit", action="store_true")
     args = parser.parse_args()
     with fresh_pg_database("signoff_bench_statements") as db:
         seed_tasks(db, 60_000, "bench-bot")
-        if args.no_notify:
-            psql(db, "ALTER TABLE outbox_events DISABLE TRIGGER USER")
         if args.no_limit:
             psql(
                 db,
@@ -96,7 +93,6 @@ def main() -> None:
         json.dumps(
             {
                 "cycles_per_s": round(rate, 1),
-                "no_notify": args.no_notify,
                 "no_limit": args.no_limit,
                 "load": [round(load, 2), round(os.getloadavg()[0], 2)],
             }
