@@ -127,6 +127,23 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def _internal_error() -> Response:
+    """A database error that is not an outage: a bug, answered without its details."""
+    return Response(
+        json.dumps(
+            {
+                "type": "about:blank",
+                "title": "Internal error",
+                "status": 500,
+                "error_code": "ERR_INTERNAL",
+                "message": "internal error",
+            }
+        ),
+        status_code=500,
+        media_type=PROBLEM_JSON,
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Replace FastAPI's default error shapes with problem details."""
 
@@ -174,19 +191,7 @@ def install_problem_handlers(app: FastAPI) -> None:
                 NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
             )
         log.error("database.error", error=str(exc.orig)[:500])
-        return Response(
-            json.dumps(
-                {
-                    "type": "about:blank",
-                    "title": "Internal error",
-                    "status": 500,
-                    "error_code": "ERR_INTERNAL",
-                    "message": "internal error",
-                }
-            ),
-            status_code=500,
-            media_type=PROBLEM_JSON,
-        )
+        return _internal_error()
 
     async def _raw_database_error(request: Request, exc: Exception) -> Response:
         # asyncpg's and sqlite3's own errors, from the hot path (store/oneshot.py, lite.py).
@@ -195,10 +200,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             return problem_response(
                 NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
             )
-        raise exc
+        log.error("database.error", error=str(exc)[:500])
+        return _internal_error()
 
     app.add_exception_handler(asyncpg.PostgresError, _raw_database_error)
-    app.add_exception_handler(sqlite3.OperationalError, _raw_database_error)
+    app.add_exception_handler(sqlite3.Error, _raw_database_error)
     app.add_exception_handler(asyncpg.InterfaceError, _raw_database_error)
 
     @app.exception_handler(OSError)

@@ -32,6 +32,11 @@ log = structlog.get_logger("signoff.announce")
 CHANNEL = "signoff_outbox"
 #: PostgreSQL refuses payloads of 8,000 bytes or more; 200 ids of 37 bytes stay below.
 IDS_PER_NOTIFICATION = 200
+#: Longest wait for one batch: a database that accepts connections but never answers
+#: must not hold the announcements behind it (or a shutdown) for asyncpg's 60 s.
+SEND_SECONDS = 5.0
+#: Longest a shutdown waits for the last batch.
+DRAIN_SECONDS = 2.0
 
 Send = Callable[[str], Awaitable[object]]
 """Runs one SQL text (a whole transaction) on the database."""
@@ -76,17 +81,26 @@ class Announcer:
         if self._pending and (self._running is None or self._running.done()):
             self._running = asyncio.get_running_loop().create_task(self._flush())
 
-    async def drain(self) -> None:
-        """Wait until everything announced so far was sent (or given up)."""
-        while self._running is not None and not self._running.done():
-            await asyncio.shield(self._running)
+    async def drain(self, seconds: float = DRAIN_SECONDS) -> None:
+        """Wait until everything announced so far was sent or given up, at most
+        ``seconds``; then stop sending (what is left is a hint the others poll for)."""
+        running = self._running
+        if running is None or running.done():
+            return
+        done, _ = await asyncio.wait({running}, timeout=seconds)
+        if not done:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            log.warning("announce.abandoned", tasks=len(self._pending))
+            self._pending.clear()
 
     async def _flush(self) -> None:
         while self._pending:
             batch = list(self._pending)
             self._pending.clear()
             try:
-                await self._send(notify_sql(batch))
+                async with asyncio.timeout(SEND_SECONDS):
+                    await self._send(notify_sql(batch))
                 self.sent += 1
             except Exception as exc:  # a hint lost: the others poll
                 event = "announce.unavailable" if database_unavailable(exc) else "announce.failed"

@@ -209,8 +209,32 @@ class Database:
         if self._sqlite_thread is None:
             self._sqlite_thread = ThreadPoolExecutor(1, thread_name_prefix="signoff-sqlite")
         loop = asyncio.get_running_loop()
-        async with self._sqlite_writer:
-            return await loop.run_in_executor(self._sqlite_thread, self._in_thread, path, script)
+        async with self._writer_turn():
+            running = loop.run_in_executor(self._sqlite_thread, self._in_thread, path, script)
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # The thread finishes its transaction whatever happens here: keep the
+                # writer's turn until it has, so no other writer starts meanwhile.
+                await asyncio.gather(running, return_exceptions=True)
+                raise
+
+    @asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        """This process's SQLite writer turn, waited for at most the busy timeout (then
+        the same error SQLite gives a writer it cannot let in: 503 to the client)."""
+        seconds = int(getattr(self.engine.sync_engine, "signoff_busy_timeout_ms", 10_000)) / 1000
+        try:
+            async with asyncio.timeout(seconds):
+                await self._sqlite_writer.acquire()
+        except TimeoutError:
+            raise sqlite3.OperationalError(
+                "database is locked (waited for this process's other writers)"
+            ) from None
+        try:
+            yield
+        finally:
+            self._sqlite_writer.release()
 
     def _in_thread(self, path: str, script: Callable[[sqlite3.Connection], R]) -> R:
         if self._sqlite_connection is None:
@@ -241,7 +265,7 @@ class Database:
     async def transaction(self, *, write: bool = True) -> AsyncIterator[UnitOfWork]:
         """A transaction; ``write=False`` starts a deferred (read) transaction on SQLite."""
         if write and self.dialect == "sqlite":
-            async with self._sqlite_writer, self._transaction(write=True) as uow:
+            async with self._writer_turn(), self._transaction(write=True) as uow:
                 yield uow
             return
         async with self._transaction(write=write) as uow:
@@ -272,7 +296,7 @@ class Database:
             await self._pool.close()
             self._pool = None
         if self._sqlite_thread is not None:
-            async with self._sqlite_writer:
+            async with self._writer_turn():
                 await asyncio.get_running_loop().run_in_executor(
                     self._sqlite_thread, self._close_sqlite
                 )
