@@ -79,18 +79,16 @@ def _insert(
     table: Table,
     params: Mapping[str, str],
     tail: str = "",
-    extra: Mapping[str, Column[Any]] | None = None,
 ) -> LiteStatement:
     """``INSERT INTO table (column, …) VALUES (:param, …) tail``; ``params`` maps each
-    column to the value's name, ``extra`` names further parameters ``tail`` uses."""
+    column to the value's name (``tail`` may use those names again)."""
     columns = list(params)
     sql = (
         f"INSERT INTO {table.name} ({', '.join(columns)})"
         f" VALUES ({', '.join(':' + params[c] for c in columns)}){tail}"
     )
-    binds = [(params[c], _bind(table.c[c])) for c in columns]
-    binds += [(p, _bind(column)) for p, column in (extra or {}).items()]
-    return LiteStatement(name, sql, tuple(binds))
+    binds = tuple((params[c], _bind(table.c[c])) for c in columns)
+    return LiteStatement(name, sql, binds)
 
 
 _KEY_COLUMNS = {
