@@ -42,8 +42,8 @@ Workloads (docs/benchmarks.md states the targets):
 * ``sqlite``: escalations/s at 4 connections on the embedded default.
 
 ``w4`` and ``growth`` are in the default ``--only`` list: together they add about three
-minutes at ``--seconds 10`` (W4 ~1.5 min, most of it fixed set-up and the drains; growth
-~1.5 min, of it ~25 s loading and vacuuming 1M rows).
+and a half minutes at ``--seconds 10`` (W4 ~2 min, most of it setting up the three
+backlogs of 1,000 resolves; growth ~1.5 min, of it ~25 s loading and vacuuming 1M rows).
 
 Results: ``--out`` (JSON) and a Markdown table on stdout.
 """
@@ -884,13 +884,13 @@ def main() -> None:
         "--growth-rows", type=int, default=1_000_000, help="review_tasks rows at growth's end"
     )
     parser.add_argument(
-        "--w4-backlog", type=int, default=400, help="deliveries per W4 drain (one per setting)"
+        "--w4-backlog", type=int, default=1000, help="deliveries per W4 drain (one per setting)"
     )
     parser.add_argument(
         "--w4-concurrency",
         type=int,
         nargs="+",
-        default=[10, 50],
+        default=[10, 50, 100],
         help="SIGNOFF_DISPATCHER_BATCH_SIZE values for W4's drains",
     )
     parser.add_argument("--pgbouncer", action="store_true", help="serve through PgBouncer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections import deque
@@ -31,7 +32,8 @@ class Answer:
 class Receiver:
     """Answers each request with the next scripted :class:`Answer` (then 200)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: serve HTTPS with this server context, at ``https://localhost:PORT``."""
         self.received: list[Received] = []
         self.script: deque[Answer] = deque()
         self._lock = threading.Lock()
@@ -72,7 +74,11 @@ class Receiver:
             daemon_threads = True
 
         self._server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{port}"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self.url = f"https://localhost:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:

@@ -473,7 +473,9 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
     sys.stdout.flush()
-    asyncio.run(run())
+    import uvloop  # the event loop in C, as `signoff serve` runs under uvicorn
+
+    uvloop.run(run())
 
 
 @app.command()

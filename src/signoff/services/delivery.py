@@ -3,8 +3,11 @@ deliveries, and record what one attempt produced. Only services commit."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -19,6 +22,9 @@ from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
 from signoff.store import webhooks as store
 from signoff.store.webhooks import ClaimedDelivery
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 log = structlog.get_logger("signoff.delivery")
 
@@ -113,48 +119,78 @@ async def _with_clear_secrets(
     return ready
 
 
-async def record_delivery_attempt(
-    ctx: ServiceContext, *, owner: str, delivery: ClaimedDelivery, record: AttemptRecord
-) -> bool:
-    """Store the attempt and its consequences for the delivery and the endpoint (410 or
-    five days of failures disable it), in one transaction. Returns whether ``owner`` still
-    held the delivery's lease.
+async def record_delivery_attempts(
+    ctx: ServiceContext, *, owner: str, attempts: Sequence[tuple[ClaimedDelivery, AttemptRecord]]
+) -> list[bool]:
+    """Store a group of finished attempts and their consequences for the deliveries and
+    their endpoints (410, or five days of failures, disables one), in one transaction.
+    Returns, per attempt, whether ``owner`` still held the delivery's lease.
+
+    An endpoint's failure streak ends with its last success in the group and starts
+    with the first failure after it, exactly as recording the attempts one by one in the
+    group's order would leave it.
 
     Raises:
-        sqlalchemy.exc.IntegrityError: the endpoint was deleted while the attempt ran.
+        sqlalchemy.exc.IntegrityError: an endpoint was deleted while an attempt ran.
     """
-    outcome, now, verdict = record.outcome, record.now, record.verdict
-    async with ctx.database.transaction() as uow:
-        conn = uow.connection
-        held = await store.record_attempt(
-            conn,
-            delivery=delivery,
-            owner=owner,
+    rows = [
+        store.AttemptRow(
+            delivery_id=delivery.id,
+            attempt=delivery.attempt,
             attempted_at=record.attempted_at,
-            status_code=outcome.status_code,
+            status_code=record.outcome.status_code,
             latency_ms=record.latency_ms,
-            error=outcome.error,
+            error=record.outcome.error,
             response_body=record.response_body,
-            now=now,
             new_status=record.status,
             next_attempt_at=record.next_at,
+            now=record.now,
         )
-        if verdict is Verdict.DISABLE_ENDPOINT:
-            await store.disable_endpoint(
-                conn, delivery.endpoint_id, reason="receiver answered 410 Gone", now=now
-            )
-        else:
-            failing_since = await store.note_endpoint_result(
-                conn, delivery.endpoint_id, succeeded=verdict is Verdict.SUCCESS, now=now
-            )
-            if failing_since is not None and now - failing_since >= FAILING_ENDPOINT_DISABLE_AFTER:
-                await store.disable_endpoint(
-                    conn, delivery.endpoint_id, reason="failing for 5 days", now=now
-                )
+        for delivery, record in attempts
+    ]
+    by_endpoint: dict[uuid.UUID, list[AttemptRecord]] = {}
+    for delivery, record in attempts:
+        by_endpoint.setdefault(delivery.endpoint_id, []).append(record)
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        held = await store.record_attempts(conn, owner=owner, attempts=rows)
+        for endpoint_id in sorted(by_endpoint):  # a fixed lock order across dispatchers
+            await _settle_endpoint(conn, endpoint_id, by_endpoint[endpoint_id])
         await uow.commit()
-    if verdict is Verdict.SUCCESS and delivery.payload.get("type") == "task.resolved":
-        _observe_resolve_to_delivered(delivery, now)
-    return held
+    for delivery, record in attempts:
+        if record.verdict is Verdict.SUCCESS and delivery.payload.get("type") == "task.resolved":
+            _observe_resolve_to_delivered(delivery, record.now)
+    return [delivery.id in held for delivery, _ in attempts]
+
+
+async def _settle_endpoint(
+    conn: AsyncConnection, endpoint_id: uuid.UUID, records: list[AttemptRecord]
+) -> None:
+    """An endpoint's consequences of a group of its attempts, in the order they finished:
+    its failure streak, then (a 410, or five days of failures) whether it is disabled."""
+    gone = [r for r in records if r.verdict is Verdict.DISABLE_ENDPOINT]
+    records = [r for r in records if r.verdict is not Verdict.DISABLE_ENDPOINT]
+    if gone:
+        await store.disable_endpoint(
+            conn, endpoint_id, reason="receiver answered 410 Gone", now=gone[0].now
+        )
+    if not records:
+        return
+    succeeded = [n for n, r in enumerate(records) if r.verdict is Verdict.SUCCESS]
+    if succeeded and succeeded[-1] == len(records) - 1:
+        await store.note_endpoint_result(conn, endpoint_id, succeeded=True, now=records[-1].now)
+        return
+    if succeeded:  # the streak that was running ended; a new one starts after the success
+        await store.note_endpoint_result(conn, endpoint_id, succeeded=True, now=records[0].now)
+    first_failure = records[succeeded[-1] + 1 if succeeded else 0]
+    failing_since = await store.note_endpoint_result(
+        conn, endpoint_id, succeeded=False, now=first_failure.now
+    )
+    if gone:
+        return
+    last = records[-1].now
+    if failing_since is not None and last - failing_since >= FAILING_ENDPOINT_DISABLE_AFTER:
+        await store.disable_endpoint(conn, endpoint_id, reason="failing for 5 days", now=last)
 
 
 def _observe_resolve_to_delivered(delivery: ClaimedDelivery, now: datetime) -> None:

@@ -332,6 +332,16 @@ webhook_deliveries = Table(
         sqlite_where=text("status = 'PENDING'"),
     ),
     Index("ix_webhook_deliveries_task", "task_id", "endpoint_id", "task_version"),
+    # The claim's order check: is an earlier event of this task still pending for this
+    # endpoint? One probe per candidate, whatever the backlog or the history.
+    Index(
+        "ix_webhook_deliveries_pending_order",
+        "endpoint_id",
+        "task_id",
+        "task_version",
+        postgresql_where=text("status = 'PENDING'"),
+        sqlite_where=text("status = 'PENDING'"),
+    ),
 )
 
 delivery_attempts = Table(

@@ -15,12 +15,15 @@ import asyncio
 import contextlib
 import os
 import socket
+import ssl
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
+import aiohttp
 import structlog
 from sqlalchemy.exc import IntegrityError
 
@@ -45,29 +48,85 @@ from signoff.store.listen import Listener
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.webhooks import signature_headers
 from signoff.workers.outage import OutageLog
+from signoff.workers.recorder import Recorder
 
 log = structlog.get_logger("signoff.dispatcher")
 
 MAX_STORED_RESPONSE = 1024
 
 
-class Dispatcher:
-    """One dispatcher. ``client`` may be injected (tests use a transport seam)."""
+@dataclass(frozen=True)
+class _Answer:
+    """What a receiver answered: the status, its Retry-After, the body's first bytes."""
 
-    def __init__(self, context: ServiceContext, *, client: httpx.AsyncClient | None = None) -> None:
+    status: int
+    retry_after: str | None
+    head: bytes
+
+
+def _describe(exc: aiohttp.ClientError) -> str:
+    """A transport failure in words an admin can act on (and that
+    ``domain.webhooks.error_category`` sorts): aiohttp's own messages mention
+    ``ssl:default`` even for a refused plain-HTTP connection."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate rejected: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS handshake failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        code = exc.os_error.errno
+        reason = os.strerror(code) if code else str(exc.os_error)
+        return f"ConnectError: {reason} ({exc.host}:{exc.port})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Dispatcher:
+    """One dispatcher."""
+
+    def __init__(self, context: ServiceContext) -> None:
         self.context = context
         self.settings = context.settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._client = client or httpx.AsyncClient(
-            timeout=self.settings.webhook_timeout_seconds, follow_redirects=False, trust_env=False
-        )
+        self._session: aiohttp.ClientSession | None = None
         self._wake = asyncio.Event()
         self.listener = self._listener()
+        self._recorder = Recorder(self._write_records)
+
+    async def _write_records(
+        self, attempts: Sequence[tuple[ClaimedDelivery, AttemptRecord]]
+    ) -> list[bool]:
+        return await delivery_service.record_delivery_attempts(
+            self.context, owner=self.owner, attempts=attempts
+        )
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The dispatcher's HTTP client, made on first use (it belongs to the running event
+        loop). aiohttp, not httpx: httpcore's pool walks every pooled connection for each
+        request, so with a large batch most of the dispatcher's time went to choosing a
+        connection. No cookies are kept (one receiver's cookies are nobody's business),
+        no proxy from the environment, no redirects (see ``_post``)."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=0,  # the batch size bounds the attempts in flight
+                    limit_per_host=0,
+                    ttl_dns_cache=None,  # hosts are already resolved and pinned (net.py)
+                    use_dns_cache=False,
+                    ssl=ssl.create_default_context(),
+                ),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                auto_decompress=False,  # the stored answer is its first bytes, as sent
+            )
+        return self._session
 
     async def run_once(self) -> int:
-        """Fan out new events, then send every due delivery once. Returns attempts made."""
-        claimed = (await self._claim_round(self.settings.dispatcher_batch_size)).deliveries
-        await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
+        """Fan out new events, then send every due delivery once, and close the connections
+        this opened. Returns attempts made."""
+        try:
+            claimed = (await self._claim_round(self.settings.dispatcher_batch_size)).deliveries
+            await asyncio.gather(*(self._deliver(delivery) for delivery in claimed))
+        finally:
+            await self.close()
         return len(claimed)
 
     async def _claim_round(self, limit: int) -> delivery_service.Round:
@@ -104,39 +163,41 @@ class Dispatcher:
         }
         if delivery.traceparent:  # W3C trace context of the escalation this event is about
             headers["traceparent"] = delivery.traceparent
-        extensions = {"sni_hostname": target.host} if target.pinned_url.startswith("https") else {}
+        # The connection goes to the vetted address; TLS still names (and checks the
+        # certificate against) the host the endpoint was registered with.
+        tls_name = target.host if target.pinned_url.startswith("https") else None
         try:
-            # One deadline for the whole attempt: httpx's timeout is per read, so a
-            # receiver trickling its answer could otherwise outlive the attempt's lease.
-            response = await asyncio.wait_for(
-                self._post(target.pinned_url, body, headers, extensions),
+            # One deadline for the whole attempt, the answer's body included: a receiver
+            # trickling its answer must not outlive the attempt's lease.
+            answer = await asyncio.wait_for(
+                self._post(target.pinned_url, body, headers, tls_name),
                 timeout=self.settings.webhook_timeout_seconds,
             )
-        except (httpx.TimeoutException, TimeoutError):
+        except TimeoutError:
             return AttemptOutcome(status_code=None, error="timeout"), None
-        except httpx.HTTPError as exc:
-            return AttemptOutcome(
-                status_code=None, error=f"{type(exc).__name__}: {exc}"[:500]
-            ), None
-        retry_after = parse_retry_after(response.headers.get("retry-after"), self.context.now())
-        text = response.content.decode("utf-8", "replace")[:MAX_STORED_RESPONSE]
-        return AttemptOutcome(
-            status_code=response.status_code, retry_after_seconds=retry_after
-        ), text
+        except aiohttp.ClientError as exc:
+            return AttemptOutcome(status_code=None, error=_describe(exc)[:500]), None
+        retry_after = parse_retry_after(answer.retry_after, self.context.now())
+        text = answer.head.decode("utf-8", "replace")[:MAX_STORED_RESPONSE]
+        return AttemptOutcome(status_code=answer.status, retry_after_seconds=retry_after), text
 
     async def _post(
-        self, url: str, body: bytes, headers: dict[str, str], extensions: dict[str, Any]
-    ) -> httpx.Response:
-        async with self._client.stream(
-            "POST", url, content=body, headers=headers, extensions=extensions
+        self, url: str, body: bytes, headers: dict[str, str], tls_name: str | None
+    ) -> _Answer:
+        async with self._http().post(
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,  # a redirect could lead past the address check
+            server_hostname=tls_name,
         ) as response:
-            kept = b""
-            async for chunk in response.aiter_bytes():
-                kept += chunk[: MAX_STORED_RESPONSE - len(kept)]
-                if len(kept) >= MAX_STORED_RESPONSE:
-                    break  # the status is what matters; stop reading a large answer
-            response._content = kept
-            return response
+            head = b""
+            while len(head) < MAX_STORED_RESPONSE and not response.content.at_eof():
+                chunk = await response.content.read(MAX_STORED_RESPONSE - len(head))
+                if not chunk:
+                    break
+                head += chunk  # the status is what matters; a large answer is not read on
+            return _Answer(response.status, response.headers.get("retry-after"), head)
 
     async def _record(
         self,
@@ -166,9 +227,7 @@ class Dispatcher:
             attempted_at, outcome, response_body, latency_ms, status, next_at, verdict, now
         )
         try:
-            held = await delivery_service.record_delivery_attempt(
-                self.context, owner=self.owner, delivery=delivery, record=record
-            )
+            held = await self._recorder.record(delivery, record)
         except IntegrityError:
             # The endpoint (and so the delivery) was deleted while the attempt was in flight.
             log.info("webhook.attempt_orphaned", delivery_id=str(delivery.id))
@@ -237,7 +296,13 @@ class Dispatcher:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
             unsubscribe()
-            await self._client.aclose()
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP client's connections (``run`` does this when it returns)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     def _finished(self, in_flight: set[asyncio.Task[None]]) -> Any:
         def done(attempt: asyncio.Task[None]) -> None:
