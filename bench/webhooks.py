@@ -56,6 +56,10 @@ PG = ["-h", "127.0.0.1", "-U", "postgres"]
 def receiver_main(port_out: Any, arrivals: Any, delay_seconds: float) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as a production receiver would
+        # The answer goes out as two writes (headers, then body): without TCP_NODELAY,
+        # Nagle's algorithm holds the body for the sender's delayed ACK (~40 ms), which
+        # a production HTTP server does not do.
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))

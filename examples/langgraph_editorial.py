@@ -289,8 +289,8 @@ def run_demo(args: argparse.Namespace) -> None:
         editor.resolve(claimed, decision="APPROVED", notes=f"revision {revision} reads well")
         say(f"editor: approved revision {revision} of task {task.id} ({claimed.digest})")
 
+    agent = start_agent(crash=True)
     try:
-        agent = start_agent(crash=True)
         approve(1)
         approve(2)  # after the gate refused the refreshed article
         agent.wait(timeout=args.wait_seconds)
@@ -301,13 +301,21 @@ def run_demo(args: argparse.Namespace) -> None:
             args.wait_seconds,
             "the publication to be reported",
         )
-        # Deliveries are at least once: have Signoff send the approval of revision 2 again.
-        deliveries = admin.get(f"/tasks/{task.id}/deliveries").json()["items"]
-        approval = max(
-            (d for d in deliveries if d["event_type"] == "task.resolved"
-             and d["endpoint_id"] == endpoint_id),
-            key=lambda d: d["created_at"],
-        )  # fmt: skip
+
+        # Deliveries are at least once: have Signoff send the approval of revision 2 again,
+        # once its first delivery is recorded (the agent reports the publication before
+        # it answers the webhook, so the attempt may still be in flight; Signoff refuses
+        # to redeliver an attempt in flight).
+        def delivered_approval() -> Any:
+            deliveries = admin.get(f"/tasks/{task.id}/deliveries").json()["items"]
+            latest = max(
+                (d for d in deliveries if d["event_type"] == "task.resolved"
+                 and d["endpoint_id"] == endpoint_id),
+                key=lambda d: d["created_at"],
+            )  # fmt: skip
+            return latest if latest["status"] == "SUCCEEDED" else None
+
+        approval = wait_until(delivered_approval, args.wait_seconds, "the approval's delivery")
         seen = sqlite3.connect(workdir / "webhooks.db")
 
         def times_delivered() -> int:
@@ -341,6 +349,9 @@ def run_demo(args: argparse.Namespace) -> None:
             f"{times_delivered()} times")  # fmt: skip
         say(f"summary: audit trail: {', '.join(events)}")
     finally:
+        if agent.poll() is None:  # the demo failed: do not leave the agent running
+            agent.kill()
+            agent.wait(timeout=30)
         admin.delete(f"/webhook-endpoints/{endpoint_id}")
 
 
