@@ -473,9 +473,12 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
     sys.stdout.flush()
-    import uvloop  # the event loop in C, as `signoff serve` runs under uvicorn
-
-    uvloop.run(run())
+    try:
+        import uvloop  # the event loop in C, as `signoff serve` runs under uvicorn
+    except ImportError:  # not built for this platform (Windows): the standard loop
+        asyncio.run(run())
+    else:
+        uvloop.run(run())
 
 
 @app.command()
