@@ -3,10 +3,11 @@
 Any number of dispatchers may run (inside ``signoff serve`` and as ``signoff worker``):
 deliveries are leased with ``SKIP LOCKED`` on PostgreSQL, and every result is fenced by
 the lease owner and attempt number. On PostgreSQL an idle dispatcher wakes on
-``LISTEN signoff_outbox`` (a trigger notifies when an outbox event commits), listened to
-again after the database restarts; SQLite polls every ``SIGNOFF_DISPATCHER_POLL_SECONDS``
-(PostgreSQL too, as a fallback). Stopping drains: the attempts in flight finish
-and are recorded before :meth:`Dispatcher.run` returns.
+``LISTEN signoff_outbox`` (each process announces what it committed, store/announce.py),
+listened to again after the database restarts; a commit in its own process wakes it
+directly. SQLite polls every ``SIGNOFF_DISPATCHER_POLL_SECONDS`` (PostgreSQL too, as a
+fallback). Results are recorded in groups (workers/recorder.py). Stopping drains: the
+attempts in flight finish and are recorded before :meth:`Dispatcher.run` returns.
 """
 
 from __future__ import annotations
