@@ -61,13 +61,11 @@ def test_the_generic_claim_plan_probes_each_candidate_once(quiet: LiveServer) ->
         conn = await asyncpg.connect(url)
         try:
             await conn.execute("SET plan_cache_mode = force_generic_plan")
-            async with conn.transaction():
-                rows = await conn.fetchval(
-                    f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled.string}", *params
-                )
-                raise _RolledBack(json.loads(rows)[0]["Plan"])
-        except _RolledBack as done:
-            return done.plan
+            leasing = conn.transaction()  # EXPLAIN ANALYZE runs the UPDATE: roll it back
+            await leasing.start()
+            rows = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled.string}", *params)
+            await leasing.rollback()
+            return dict(json.loads(rows)[0]["Plan"])
         finally:
             await conn.close()
 
@@ -80,8 +78,3 @@ def test_the_generic_claim_plan_probes_each_candidate_once(quiet: LiveServer) ->
     for node in over_deliveries:
         assert node["Actual Rows"] * node["Actual Loops"] <= 4 * LIMIT, node
     assert sum(n.get("Rows Removed by Join Filter", 0) for n in nodes) <= 4 * LIMIT
-
-
-class _RolledBack(Exception):
-    def __init__(self, plan: dict[str, Any]) -> None:
-        self.plan = plan

@@ -4,7 +4,7 @@ database exactly as recording its attempts one by one would, on both engines."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,32 +12,20 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
-from signoff.domain.clock import ManualClock
 from signoff.domain.webhooks import AttemptOutcome, DeliveryStatus, Verdict
 from signoff.services import delivery as delivery_service
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
-from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
 from signoff.store.tables import webhook_deliveries
 from signoff.store.webhooks import ClaimedDelivery
 from signoff.workers import recorder as recorder_module
 from signoff.workers.recorder import Recorder
+from tests.integration.test_batches import _in_context
 from tests.integration.test_webhooks import hooks, register  # noqa: F401 (a fixture)
 from tests.receiver import Receiver
 from tests.support import LiveServer, escalation
 
 OWNER = "test-dispatcher"
-
-
-async def _with_context(
-    settings: Settings, clock: ManualClock, body: Callable[[ServiceContext], Awaitable[Any]]
-) -> Any:
-    database = Database(create_engine(settings))
-    try:
-        return await body(ServiceContext(database=database, settings=settings, clock=clock))
-    finally:
-        await database.dispose()
 
 
 def _claimed(server: LiveServer, tasks: int) -> list[ClaimedDelivery]:
@@ -50,7 +38,7 @@ def _claimed(server: LiveServer, tasks: int) -> list[ClaimedDelivery]:
         taken = await delivery_service.claim_deliveries(ctx, owner=OWNER, limit=100)
         return taken.deliveries
 
-    return list(asyncio.run(_with_context(server.settings, server.clock, claim)))
+    return list(_in_context(server, claim))
 
 
 def _record(at: datetime, status_code: int, minutes: int = 0) -> AttemptRecord:
@@ -69,7 +57,7 @@ def _write(server: LiveServer, group: Sequence[tuple[ClaimedDelivery, AttemptRec
     async def write(ctx: ServiceContext) -> list[bool]:
         return await delivery_service.record_delivery_attempts(ctx, owner=OWNER, attempts=group)
 
-    return asyncio.run(_with_context(server.settings, server.clock, write))
+    return _in_context(server, write)
 
 
 def test_a_group_stores_every_attempt_and_settles_each_held_delivery(hooks) -> None:  # noqa: F811
@@ -88,7 +76,7 @@ def test_a_group_stores_every_attempt_and_settles_each_held_delivery(hooks) -> N
             )
             await uow.commit()
 
-    asyncio.run(_with_context(hooks.settings, hooks.clock, take_over))
+    _in_context(hooks, take_over)
     now = hooks.clock.now()
     codes = [200, 500, 200, 200]
     held = _write(hooks, [(d, _record(now, code)) for d, code in zip(claimed, codes, strict=True)])
@@ -152,7 +140,7 @@ def test_a_deleted_endpoint_fails_only_its_own_attempts(hooks) -> None:  # noqa:
         async def claim(ctx: ServiceContext) -> list[ClaimedDelivery]:
             return (await delivery_service.claim_deliveries(ctx, owner=OWNER, limit=10)).deliveries
 
-        claimed = asyncio.run(_with_context(hooks.settings, hooks.clock, claim))
+        claimed = _in_context(hooks, claim)
         with hooks.admin() as admin:  # its deliveries go with it, while the attempts ran
             assert admin.delete(f"/webhook-endpoints/{gone['id']}").status_code == 204
     now = hooks.clock.now()
@@ -168,7 +156,7 @@ def test_a_deleted_endpoint_fails_only_its_own_attempts(hooks) -> None:  # noqa:
             *(recorder.record(d, _record(now, 200)) for d in claimed), return_exceptions=True
         )
 
-    outcomes = asyncio.run(_with_context(hooks.settings, hooks.clock, run))
+    outcomes = _in_context(hooks, run)
     by_endpoint = {str(d.endpoint_id): o for d, o in zip(claimed, outcomes, strict=True)}
     assert isinstance(by_endpoint.pop(gone["id"]), IntegrityError)
     assert list(by_endpoint.values()) == [True]  # one endpoint left, its attempts recorded
