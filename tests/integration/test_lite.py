@@ -47,7 +47,7 @@ def _escalate_both_ways(
         context = ServiceContext(database=database, settings=settings, clock=clock)
         try:
             first = await task_service.escalate(context, PRODUCER, bodies["a"])
-            assert database._sqlite_thread is not None  # the one-hop path ran
+            assert database._lite is not None  # the one-hop path ran
             general = Database(create_engine(settings))
             general_context = ServiceContext(database=general, settings=settings, clock=clock)
             with monkeypatch.context() as patch:
@@ -56,7 +56,7 @@ def _escalate_both_ways(
                     second = await task_service.escalate(general_context, PRODUCER, bodies["b"])
                 finally:
                     await general.dispose()
-            assert general._sqlite_thread is None
+            assert general._lite is None
             return [first, second]
         finally:
             await database.dispose()

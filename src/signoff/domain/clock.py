@@ -51,4 +51,7 @@ def rfc3339(moment: datetime | None) -> str | None:
     """Render an aware datetime as RFC 3339 in UTC with a ``Z`` suffix and microseconds."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC)
+    if utc.year < 1000:  # strftime writes such years unpadded; keep that
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"  # half strftime's cost

@@ -131,14 +131,15 @@ def parse_json_strict(raw: bytes) -> Any:
         BadRequest: ``ERR_MALFORMED_JSON`` when the bytes are not UTF-8 JSON.
         Unprocessable: ``ERR_VALIDATION`` listing every value RFC 8785 cannot represent.
     """
+    marks = _Marks()
     try:
         text = raw.decode("utf-8")
         value = json.loads(
             text,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_parse_constant,
-            object_pairs_hook=_object_pairs,
+            parse_int=marks.int,
+            parse_float=marks.float,
+            parse_constant=marks.constant,
+            object_pairs_hook=marks.object,
         )
     except RecursionError:
         # Valid JSON, only deeper than we accept: a validation error, like depth 65.
@@ -149,7 +150,56 @@ def parse_json_strict(raw: bytes) -> Any:
         raise BadRequest(
             f"request body is not valid JSON: {exc}", error_code="ERR_MALFORMED_JSON"
         ) from None
+    if not marks.found and not _may_have_problems(text):
+        return value  # nothing the walk below could report (the common case)
     problems = list(_problems(value, ""))
     if problems:
         raise validation_error(problems)
     return value
+
+
+class _Marks:
+    """The parser's hooks for one body, noting whether any of them produced a value
+    the walk reports (a refused number, an object with a duplicate key)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def int(self, literal: str) -> int | _OutOfRangeNumber:
+        value = _parse_int(literal)
+        if type(value) is _OutOfRangeNumber:
+            self.found = True
+        return value
+
+    def float(self, literal: str) -> float | _OutOfRangeNumber:
+        value = _parse_float(literal)
+        if type(value) is _OutOfRangeNumber:
+            self.found = True
+        return value
+
+    def constant(self, literal: str) -> _OutOfRangeNumber:
+        self.found = True
+        return _parse_constant(literal)
+
+    def object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = _object_pairs(pairs)
+        if type(value) is _DuplicateKeys:
+            self.found = True
+        return value
+
+
+#: A ``\uD800``–``\uDFFF`` escape: the only way a surrogate gets into parsed text (the
+#: UTF-8 decoder refuses encoded ones).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _may_have_problems(text: str) -> bool:
+    """Whether the walk must look at the parsed body: it may hold a lone surrogate (some
+    surrogate escape appears in the text) or nest deeper than :data:`MAX_DEPTH` (there
+    are more brackets than that). Either may be a false alarm (a surrogate pair, a
+    bracket inside a string): then the walk finds nothing."""
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        return True
+    return text.count("[") + text.count("{") > MAX_DEPTH

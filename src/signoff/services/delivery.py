@@ -58,28 +58,26 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
     ``owner`` for ``SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS``. A read first, so an idle
     dispatcher takes no write lock."""
     now = ctx.now()
-    async with ctx.database.transaction(write=False) as uow:
-        work = await store.has_work(uow.connection, now=now)
+    work = await ctx.database.run_read(lambda conn: store.has_work(conn, now=now))
     if not work:
         return Round([])
     made, backlog = 0, False
     if work.unfanned:
         batch = ctx.settings.dispatcher_batch_size * 4
-        async with ctx.database.transaction() as uow:
-            events, made = await store.fan_out(uow.connection, now=now, limit=batch)
-            await uow.commit()
+        # run_write: on SQLite, one trip to its thread (store/litethread.py), so the
+        # writer turn is not held while the busy event loop gets round to each answer.
+        events, made = await ctx.database.run_write(
+            lambda conn: store.fan_out(conn, now=now, limit=batch)
+        )
         backlog = events >= batch
     if not work.due and not made:
         return Round([], backlog)  # events no endpoint wants: nothing to send this round
-    async with ctx.database.transaction() as uow:
-        claimed = await store.claim_due_deliveries(
-            uow.connection,
-            owner=owner,
-            now=now,
-            leased_until=now + timedelta(seconds=ctx.settings.webhook_attempt_lease_seconds),
-            limit=limit,
+    leased_until = now + timedelta(seconds=ctx.settings.webhook_attempt_lease_seconds)
+    claimed = await ctx.database.run_write(
+        lambda conn: store.claim_due_deliveries(
+            conn, owner=owner, now=now, leased_until=leased_until, limit=limit
         )
-        await uow.commit()
+    )
     return Round(await _with_clear_secrets(ctx, claimed, owner=owner, now=now), backlog)
 
 
@@ -151,12 +149,14 @@ async def record_delivery_attempts(
     by_endpoint: dict[uuid.UUID, list[AttemptRecord]] = {}
     for delivery, record in attempts:
         by_endpoint.setdefault(delivery.endpoint_id, []).append(record)
-    async with ctx.database.transaction() as uow:
-        conn = uow.connection
+
+    async def write(conn: AsyncConnection) -> set[uuid.UUID]:
         held = await store.record_attempts(conn, owner=owner, attempts=rows)
         for endpoint_id in sorted(by_endpoint):  # a fixed lock order across dispatchers
             await _settle_endpoint(conn, endpoint_id, by_endpoint[endpoint_id])
-        await uow.commit()
+        return held
+
+    held = await ctx.database.run_write(write)
     for delivery, record in attempts:
         if record.verdict is Verdict.SUCCESS and delivery.payload.get("type") == "task.resolved":
             _observe_resolve_to_delivered(delivery, record.now)

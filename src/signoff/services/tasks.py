@@ -157,11 +157,7 @@ async def _escalate(
             if stored is None or stored.expires_at <= now:
                 raise
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
-        task = replace(
-            _new_task(request, proposal, waiting, policy, principal, now),
-            producer_metadata=producer_fields.metadata,
-            traceparent=producer_fields.traceparent,
-        )
+        task = _new_task(request, proposal, waiting, policy, principal, now, producer_fields)
         view = task_view(task, now, metadata=True, traceparent=True)
         response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
@@ -212,6 +208,7 @@ def _new_task(
     policy: Policy,
     principal: Principal,
     now: datetime,
+    producer_fields: ProducerFields,
 ) -> Task:
     return Task(
         id=request.escalation_id,
@@ -241,6 +238,8 @@ def _new_task(
         escalation_policy=policy.as_json(),
         assigned_group=waiting.assigned_group,
         summary=waiting.summary,
+        producer_metadata=producer_fields.metadata,
+        traceparent=producer_fields.traceparent,
     )
 
 
@@ -262,10 +261,8 @@ async def _escalate_in_one_step(
     the stored response is replayed; a unique rule on the task (same id, or an active task
     for the entity) fails the whole step, key included."""
     step = transition(Action.ESCALATE)
-    task = replace(
-        _new_task(request, None, waiting, ctx.settings.default_policy, principal, now),
-        producer_metadata=producer_fields.metadata,
-        traceparent=producer_fields.traceparent,
+    task = _new_task(
+        request, None, waiting, ctx.settings.default_policy, principal, now, producer_fields
     )
     response = dumps(
         {"task_id": str(task.id), **task_view(task, now, metadata=True, traceparent=True)}

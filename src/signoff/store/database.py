@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ from signoff.settings import Settings, async_database_url
 from signoff.store.announce import Announcer
 from signoff.store.changes import TaskChanges
 from signoff.store.keycache import KeyCache
+from signoff.store.litethread import LiteThread
 
 _WRITE = "signoff_write"
 R = TypeVar("R")
@@ -134,8 +134,7 @@ class Database:
         self._pool: asyncpg.Pool | None = None
         self._pool_lock: asyncio.Lock | None = None
         self._sqlite_writer = asyncio.Lock()
-        self._sqlite_thread: ThreadPoolExecutor | None = None
-        self._sqlite_connection: sqlite3.Connection | None = None
+        self._lite: LiteThread | None = None
         self.announcer = Announcer(self._run_script) if listen is not None else None
         """Tells other processes what this one committed (PostgreSQL;
         :mod:`signoff.store.announce`)."""
@@ -200,24 +199,39 @@ class Database:
 
     async def sqlite_script(self, script: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``script`` — a whole write transaction, ``BEGIN IMMEDIATE`` to ``COMMIT`` —
-        on this process's own SQLite connection, in one trip to its thread
-        (:mod:`signoff.store.lite`). It queues with every other write transaction of the
-        process, as :meth:`transaction` does."""
-        path = self.sqlite_file
-        if path is None:
-            raise RuntimeError("sqlite_script needs a SQLite database file")
-        if self._sqlite_thread is None:
-            self._sqlite_thread = ThreadPoolExecutor(1, thread_name_prefix="signoff-sqlite")
-        loop = asyncio.get_running_loop()
-        async with self._writer_turn():
-            running = loop.run_in_executor(self._sqlite_thread, self._in_thread, path, script)
-            try:
-                return await asyncio.shield(running)
-            except asyncio.CancelledError:
-                # The thread finishes its transaction whatever happens here: keep the
-                # writer's turn until it has, so no other writer starts meanwhile.
-                await asyncio.gather(running, return_exceptions=True)
-                raise
+        on this process's own SQLite connection, in its thread, grouped with the scripts
+        that wait alongside it (:mod:`signoff.store.litethread`). A group queues with
+        every other write transaction of the process, as :meth:`transaction` does."""
+        return await self._lite_thread().run(script)
+
+    async def run_write(self, work: Callable[[AsyncConnection], Awaitable[R]]) -> R:
+        """Run ``work`` — store functions that await nothing but ``conn.execute`` — as one
+        write transaction in this process's SQLite thread, grouped like
+        :meth:`sqlite_script` (:meth:`signoff.store.litethread.LiteThread.run_core`).
+        Without a SQLite file (PostgreSQL, or SQLite in memory) it runs in an ordinary
+        write transaction."""
+        if self.sqlite_file is None:
+            async with self.transaction() as uow:
+                value = await work(uow.connection)
+                await uow.commit()
+                return value
+        return await self._lite_thread().run_core(work)
+
+    async def run_read(self, work: Callable[[AsyncConnection], Awaitable[R]]) -> R:
+        """Like :meth:`run_write`, for a read: on a SQLite file one trip to its thread
+        (where it queues with the writes), elsewhere a read transaction."""
+        if self.sqlite_file is None:
+            async with self.transaction(write=False) as uow:
+                return await work(uow.connection)
+        return await self._lite_thread().run_core(work, write=False)
+
+    def _lite_thread(self) -> LiteThread:
+        if self._lite is None:
+            path = self.sqlite_file
+            if path is None:
+                raise RuntimeError("the SQLite thread needs a SQLite database file")
+            self._lite = LiteThread(lambda: self._connect_sqlite(path), self._writer_turn)
+        return self._lite
 
     @asynccontextmanager
     async def _writer_turn(self) -> AsyncIterator[None]:
@@ -236,20 +250,13 @@ class Database:
         finally:
             self._sqlite_writer.release()
 
-    def _in_thread(self, path: str, script: Callable[[sqlite3.Connection], R]) -> R:
-        if self._sqlite_connection is None:
-            timeout_ms = int(getattr(self.engine.sync_engine, "signoff_busy_timeout_ms", 10_000))
-            connection = sqlite3.connect(
-                path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
-            _sqlite_pragmas(connection, timeout_ms)
-            self._sqlite_connection = connection
-        return script(self._sqlite_connection)
-
-    def _close_sqlite(self) -> None:
-        if self._sqlite_connection is not None:
-            self._sqlite_connection.close()
-            self._sqlite_connection = None
+    def _connect_sqlite(self, path: str) -> sqlite3.Connection:
+        timeout_ms = int(getattr(self.engine.sync_engine, "signoff_busy_timeout_ms", 10_000))
+        connection = sqlite3.connect(
+            path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        _sqlite_pragmas(connection, timeout_ms)
+        return connection
 
     async def _run_script(self, sql: str) -> None:
         """Run ``sql`` (whole statements, no parameters) on the hot path's pool."""
@@ -295,13 +302,9 @@ class Database:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-        if self._sqlite_thread is not None:
-            async with self._writer_turn():
-                await asyncio.get_running_loop().run_in_executor(
-                    self._sqlite_thread, self._close_sqlite
-                )
-            self._sqlite_thread.shutdown(wait=True)
-            self._sqlite_thread = None
+        if self._lite is not None:
+            await self._lite.close()
+            self._lite = None
         await self.changes.close()
         await self.key_cache.close()
         await self.engine.dispose()
