@@ -126,6 +126,7 @@ def test_a_second_active_task_for_the_entity_conflicts_and_names_the_first(
     assert response.status_code == 409
     assert response.json()["error_code"] == "ERR_TASK_CONFLICT"
     assert response.json()["task_id"] == first["id"]
+    assert "an active task for transaction/txn_1 is already in the queue" in response.text
     assert server.count("review_tasks") == 1
     assert server.count("idempotency_keys") == 1
 
@@ -137,6 +138,7 @@ def test_the_same_escalation_id_with_another_key_conflicts(server, producer) -> 
     response = producer.escalate(again)
     assert response.status_code == 409
     assert response.json() | {"task_id": body["escalation_id"]} == response.json()
+    assert f"escalation {body['escalation_id']} already exists" in response.text
     assert server.count("review_tasks") == 1
 
 

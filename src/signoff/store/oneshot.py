@@ -364,7 +364,22 @@ def _resolve() -> Statement:
     )
 
 
+def _task_conflict() -> Statement:
+    """Which task refused an escalation (the unique rules of ``review_tasks``): the task
+    with its id if there is one, else the entity's active task (the predicate of
+    ``uq_review_tasks_active_entity``); its id, producer, and which rule it was."""
+    return statement(
+        "task_conflict",
+        "(SELECT id, producer_id, true AS same_id FROM review_tasks WHERE id = :t_id::uuid)"
+        " UNION ALL (SELECT id, producer_id, false FROM review_tasks"
+        " WHERE entity_type = :entity_type::text AND entity_id = :entity_id::text AND "
+        + _statuses(ACTIVE_STATUSES)
+        + " LIMIT 1) ORDER BY same_id DESC LIMIT 1",
+    )
+
+
 ESCALATE = _escalate()
+TASK_CONFLICT = _task_conflict()
 CLAIM = _claim()
 #: By the filters a claim-next has: (entity type, reason code, the caller's groups).
 CLAIM_NEXT: dict[tuple[bool, bool, bool], Statement] = {
