@@ -315,3 +315,28 @@ def test_reasonable_nesting_is_accepted(producer) -> None:
     body["diagnostic_bundle"]["attempted_actions"][0]["extra"] = deep
     body["precheck_hash"] = precheck_hash(body["diagnostic_bundle"]["attempted_actions"])
     assert producer.escalate(body).status_code == 201
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+def test_a_replay_leaves_the_key_row_untouched(server, producer) -> None:
+    """A replay only reads: the key's row is not even locked (``xmax`` stays 0), so the
+    replay's transaction writes nothing to the WAL. (SQLite has no row locks.)"""
+    from sqlalchemy import text
+
+    from signoff.store.database import Database, create_engine
+    from tests.support import run
+
+    body = escalation()
+    assert producer.escalate(body).status_code == 201
+    assert producer.escalate(body).headers["Idempotent-Replayed"] == "true"
+
+    async def xmax() -> list[str]:
+        database = Database(create_engine(server.settings))
+        try:
+            async with database.transaction(write=False) as uow:
+                rows = await uow.connection.execute(text("SELECT xmax::text FROM idempotency_keys"))
+                return [row[0] for row in rows]
+        finally:
+            await database.dispose()
+
+    assert run(xmax()) == ["0"]

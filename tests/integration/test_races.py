@@ -113,3 +113,29 @@ def test_concurrent_claim_next_hands_each_task_to_one_reviewer(make_settings, cl
     assert len(claimed) == 20
     assert len(set(claimed)) == 20
     assert sum(r.status_code == 204 for r in responses) == 10
+
+
+def test_fifty_concurrent_takeovers_of_one_expired_key_create_one_task(
+    server: LiveServer,
+) -> None:
+    """An expired key is taken over by exactly one of fifty concurrent escalations with
+    the same new body: the others replay it or are told the key is in use."""
+    first = escalation()
+    with server.new_client("producer") as producer:
+        assert producer.escalate(first).status_code == 201
+        server.clock.advance(server.settings.idempotency_ttl_seconds)
+        body = escalation(idempotency_key=first["idempotency_key"])
+        responses = fire(
+            server, str(producer.key), [("POST", "/tasks/escalate", body)] * CONCURRENCY
+        )
+    assert {r.status_code for r in responses} <= {201, 409}
+    created = [r for r in responses if r.status_code == 201]
+    originals = [r for r in created if "Idempotent-Replayed" not in r.headers]
+    assert len(originals) == 1
+    assert originals[0].json()["id"] == body["escalation_id"]
+    assert all(r.content == originals[0].content for r in created)
+    in_use = [r for r in responses if r.status_code == 409]
+    assert all(r.json()["error_code"] == "ERR_IDEMPOTENCY_KEY_IN_USE" for r in in_use)
+    assert server.count("review_tasks") == 2
+    assert server.count("idempotency_keys") == 1
+    assert server.count("task_events", event_type="task.created") == 2

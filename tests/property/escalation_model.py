@@ -173,13 +173,14 @@ def unstorable_text(body: Any) -> Iterator[str]:
     bounds = {"notes": 65536, "url": 2048, "description": 1000}
 
     def walk(value: Any, path: str, limit: int) -> Iterator[str]:
+        # A top-level field named "" has the empty path: reported as "(root)".
         if isinstance(value, str):
             if "\x00" in value or len(value) > limit:
-                yield path
+                yield path or "(root)"
         elif isinstance(value, dict):
             for key, item in value.items():
                 if "\x00" in key or len(key) > 500:
-                    yield path
+                    yield path or "(root)"
                 else:
                     yield from walk(item, f"{path}.{key}", limit)
         elif isinstance(value, list):

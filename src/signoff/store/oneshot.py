@@ -240,17 +240,23 @@ def _escalate() -> Statement:
     values = ", ".join(f":t_{c.name}::{sql_type(c)}" for c in TASK_COLUMNS)
     return statement(
         "escalate",
+        # The key: a new one is inserted (ik); an expired one is taken over (ek). A live
+        # one is left alone, not locked: a replay writes nothing, so it commits nothing
+        # to the WAL (ON CONFLICT DO UPDATE … WHERE would lock the row even when the
+        # WHERE refuses it). A key committed after this statement's snapshot makes
+        # neither return a row and is read again by the service.
         "WITH ik AS (INSERT INTO idempotency_keys (producer_id, idempotency_key,"
         " request_fingerprint, task_id, response_status, response_body, created_at,"
         " expires_at) VALUES (:actor::text, :key::text, :fingerprint::varchar,"
         " :t_id::uuid, 201, :response::text, :now::timestamptz, :expires_at::timestamptz)"
-        " ON CONFLICT (producer_id, idempotency_key) DO UPDATE SET"
-        " request_fingerprint = EXCLUDED.request_fingerprint, task_id = EXCLUDED.task_id,"
-        " response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,"
-        " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at"
-        " WHERE idempotency_keys.expires_at <= :now::timestamptz RETURNING 1 AS fresh),"
+        " ON CONFLICT (producer_id, idempotency_key) DO NOTHING RETURNING 1 AS fresh),"
+        " ek AS (UPDATE idempotency_keys SET request_fingerprint = :fingerprint::varchar,"
+        " task_id = :t_id::uuid, response_status = 201, response_body = :response::text,"
+        " created_at = :now::timestamptz, expires_at = :expires_at::timestamptz"
+        " WHERE producer_id = :actor::text AND idempotency_key = :key::text"
+        " AND expires_at <= :now::timestamptz RETURNING 1 AS fresh),"
         f" t AS (INSERT INTO review_tasks ({names}) SELECT {values}"
-        " WHERE EXISTS (SELECT 1 FROM ik) RETURNING id, version),"
+        " WHERE EXISTS (SELECT 1 FROM ik) OR EXISTS (SELECT 1 FROM ek) RETURNING id, version),"
         " a AS (INSERT INTO task_events (task_id, event_type, action, status, version,"
         " actor_id, actor_role, details, created_at)"
         f" SELECT t.id, '{step.event_type}', '{step.action.value}', :t_status::varchar,"
