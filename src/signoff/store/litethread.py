@@ -7,9 +7,9 @@ arrive while the thread is busy wait in a queue; the next trip to the thread tak
 waiting script (at most :data:`MAX_GROUP`) and runs them one after the other, each its
 own transaction, so each still commits or rolls back alone. What a group saves is the
 trips: one hand-over to the thread, one wake-up of the event loop and one writer turn
-for the whole group, instead of one of each per script. With four escalations in flight
-the event loop used to sit idle about a third of the time, waiting for the turn that the
-last script's wake-up had not yet given back.
+for the whole group, instead of one of each per script, whose turn was given back only
+once the busy event loop got round to its answer. Measured side by side with four
+escalations in flight, groups raised the rate by a fifth to a quarter.
 
 Scripts may also be written with SQLAlchemy (:meth:`LiteThread.run_core`): the very
 store functions the rest of Signoff awaits on an ``AsyncConnection`` (those that await
