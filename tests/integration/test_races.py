@@ -52,6 +52,20 @@ def fire_as(server: LiveServer, requests: list[tuple[str, str, str]]) -> list[ht
     return asyncio.run(_fire_as(server, requests))
 
 
+def assert_one_original(responses: list[httpx.Response]) -> httpx.Response:
+    """Concurrent escalations with one key: exactly one created the task, every other
+    201 replays it byte for byte, and every 409 says the key is in use. Returns the
+    original answer."""
+    assert {r.status_code for r in responses} <= {201, 409}
+    created = [r for r in responses if r.status_code == 201]
+    originals = [r for r in created if "Idempotent-Replayed" not in r.headers]
+    assert len(originals) == 1
+    assert all(r.content == originals[0].content for r in created)
+    in_use = [r for r in responses if r.status_code == 409]
+    assert all(r.json()["error_code"] == "ERR_IDEMPOTENCY_KEY_IN_USE" for r in in_use)
+    return originals[0]
+
+
 def test_fifty_concurrent_claims_of_one_task_grant_exactly_one_lease(server: LiveServer) -> None:
     with server.new_client("producer") as producer:
         task_id = producer.escalate(escalation()).json()["id"]
@@ -89,13 +103,7 @@ def test_fifty_concurrent_escalations_with_one_key_create_one_task(server: LiveS
         responses = fire(
             server, str(producer.key), [("POST", "/tasks/escalate", body)] * CONCURRENCY
         )
-    assert {r.status_code for r in responses} <= {201, 409}
-    created = [r for r in responses if r.status_code == 201]
-    originals = [r for r in created if "Idempotent-Replayed" not in r.headers]
-    assert len(originals) == 1
-    assert all(r.content == originals[0].content for r in created)
-    in_use = [r for r in responses if r.status_code == 409]
-    assert all(r.json()["error_code"] == "ERR_IDEMPOTENCY_KEY_IN_USE" for r in in_use)
+    assert_one_original(responses)
     assert server.count("review_tasks") == 1
     assert server.count("task_events") == 1
 
@@ -128,14 +136,7 @@ def test_fifty_concurrent_takeovers_of_one_expired_key_create_one_task(
         responses = fire(
             server, str(producer.key), [("POST", "/tasks/escalate", body)] * CONCURRENCY
         )
-    assert {r.status_code for r in responses} <= {201, 409}
-    created = [r for r in responses if r.status_code == 201]
-    originals = [r for r in created if "Idempotent-Replayed" not in r.headers]
-    assert len(originals) == 1
-    assert originals[0].json()["id"] == body["escalation_id"]
-    assert all(r.content == originals[0].content for r in created)
-    in_use = [r for r in responses if r.status_code == 409]
-    assert all(r.json()["error_code"] == "ERR_IDEMPOTENCY_KEY_IN_USE" for r in in_use)
+    assert assert_one_original(responses).json()["id"] == body["escalation_id"]
     assert server.count("review_tasks") == 2
     assert server.count("idempotency_keys") == 1
     assert server.count("task_events", event_type="task.created") == 2

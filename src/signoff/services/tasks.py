@@ -298,8 +298,13 @@ async def _escalate_in_one_step(
             {"t_id": task.id, "entity_type": task.entity_type, "entity_id": task.entity_id},
         )
         if refused is None:  # the refusing task is gone already (resolved meanwhile)
-            raise _conflict(task, None, same_id=False) from None
-        raise _conflict(task, refused["producer_id"], refused["id"], refused["same_id"]) from None
+            raise _conflict(task, same_id=False) from None
+        raise _conflict(
+            task,
+            same_id=refused["same_id"],
+            existing_id=refused["id"],
+            owner=refused["producer_id"],
+        ) from None
     except lite.TaskRefused:
         async with ctx.database.transaction(write=False) as uow:
             raise await _task_conflict(uow, task) from None
@@ -351,25 +356,26 @@ async def _task_conflict(uow: UnitOfWork, task: Task) -> Conflict:
     ids are not theirs to learn."""
     existing = await task_store.find_task(uow.connection, task.id)
     if existing is not None:
-        return _conflict(task, existing.producer_id, existing.id, same_id=True)
+        return _conflict(task, same_id=True, existing_id=existing.id, owner=existing.producer_id)
     existing = await task_store.find_active_task_for_entity(
         uow.connection, task.entity_type, task.entity_id
     )
     if existing is None:
-        return _conflict(task, None, same_id=False)
-    return _conflict(task, existing.producer_id, existing.id, same_id=False)
+        return _conflict(task, same_id=False)
+    return _conflict(task, same_id=False, existing_id=existing.id, owner=existing.producer_id)
 
 
 def _conflict(
-    task: Task, producer_id: str | None, existing_id: uuid.UUID | None = None, same_id: bool = False
+    task: Task, *, same_id: bool, existing_id: uuid.UUID | None = None, owner: str | None = None
 ) -> Conflict:
-    """``ERR_TASK_CONFLICT`` for ``task``, refused by the task ``existing_id`` of
-    ``producer_id`` (its id only when it is the caller's own)."""
+    """``ERR_TASK_CONFLICT`` for ``task``, refused by the task ``existing_id`` of producer
+    ``owner`` (``same_id``: it has the escalation's id; else it is the entity's active
+    task). The answer names it only when it is the caller's own."""
     if same_id:
         message = f"escalation {task.id} already exists"
     else:
         message = f"an active task for {task.entity_type}/{task.entity_id} is already in the queue"
-    mine = existing_id is not None and producer_id == task.producer_id
+    mine = existing_id is not None and owner == task.producer_id
     return Conflict(
         message,
         error_code="ERR_TASK_CONFLICT",
