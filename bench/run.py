@@ -258,6 +258,10 @@ def _run_pg_workloads(
                 [
                     py_spy,
                     "record",
+                    # Only samples that hold the GIL: on two cores shared with PostgreSQL
+                    # and wrk a thread preempted in a socket write is still "running" to
+                    # py-spy, which made asyncpg's send look like a fifth of the CPU.
+                    "--gil",
                     "--subprocesses",
                     "--pid",
                     str(service.process.pid),

@@ -172,8 +172,9 @@ def serve(
     workers: Annotated[
         int | None,
         typer.Option(
-            help="Server processes (default: the CPU count on PostgreSQL, 1 on SQLite). "
-            "Each also runs the background workers."
+            help="Server processes (default on PostgreSQL: the CPU count, half of it when "
+            "the database runs on this machine; 1 on SQLite). Each also runs the background "
+            "workers."
         ),
     ] = None,
     demo: Annotated[

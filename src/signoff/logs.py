@@ -10,6 +10,7 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any
 
+import orjson
 import structlog
 
 #: A resume link's path carries its token: ``/r/<token>`` (and any URL that contains it).
@@ -36,21 +37,31 @@ def _renderer(on_terminal: bool) -> structlog.typing.Processor:
 
 
 def configure_logging(level: str = "info") -> None:
+    """Signoff's own log lines. Off a terminal each is one JSON object rendered by orjson
+    and written as bytes (structlog's fast path: every state change logs a line)."""
     on_terminal = sys.stderr.isatty()
+    renderer: structlog.typing.Processor
+    factory: Any
+    binary = getattr(sys.stderr, "buffer", None)
+    if on_terminal or binary is None:
+        renderer = _renderer(on_terminal)
+        factory = structlog.PrintLoggerFactory(file=sys.stderr)
+    else:
+        renderer = structlog.processors.JSONRenderer(serializer=orjson.dumps)
+        factory = structlog.BytesLoggerFactory(file=binary)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
-            _redact_event,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *([] if on_terminal else [structlog.processors.format_exc_info]),
-            _redact_event,  # again: a formatted traceback may quote a path
-            _renderer(on_terminal),
+            _redact_event,  # last: a formatted traceback may quote a path too
+            renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=factory,
         cache_logger_on_first_use=True,
     )
 

@@ -34,8 +34,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int | None = Field(default=None, ge=1, le=64)
-    """``signoff serve`` processes (uvicorn workers) sharing the port. Default: the CPU
-    count on PostgreSQL, 1 on SQLite (one writer; more processes only queue on its lock)."""
+    """``signoff serve`` processes (uvicorn workers) sharing the port. Default on
+    PostgreSQL: the CPU count, or half of it when the database runs on this machine (it
+    needs its share of the cores: on 2 cores, 1 process served 14 % more escalations and
+    34 % more claim → resolve cycles than 2, docs/benchmarks.md); 1 on SQLite (one writer;
+    more processes only queue on its lock)."""
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)
@@ -194,7 +197,23 @@ class Settings(BaseSettings):
     def serve_processes(self) -> int:
         if self.workers is not None:
             return self.workers
-        return 1 if self.is_sqlite else max(1, os.cpu_count() or 1)
+        if self.is_sqlite:
+            return 1
+        cores = os.cpu_count() or 1
+        return max(1, cores // 2) if self.database_is_local else cores
+
+    @property
+    def database_is_local(self) -> bool:
+        """Whether the database (or the pooler in front of it) runs on this machine: a
+        Unix socket or a loopback address."""
+        url = make_url(async_database_url(self.database_url))
+        host = url.host or str(url.query.get("host") or "")
+        return (
+            not host
+            or host.startswith("/")
+            or host in ("localhost", "::1", "[::1]")
+            or host.startswith("127.")
+        )
 
     @property
     def listen_url(self) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any
 
-import orjson
 import structlog
 
+from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, can_read, task_view
 from signoff.errors import task_not_found
@@ -22,13 +21,8 @@ from signoff.store.database import UnitOfWork
 log = structlog.get_logger("signoff.tasks")
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON, as stored for idempotent replays and sent in responses (orjson; the
-    standard library for what orjson refuses, such as integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(value).decode()
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: Compact JSON, as stored for idempotent replays and sent in responses.
+dumps = compact_json
 
 
 def parse_task_id(raw: str) -> uuid.UUID:

@@ -58,7 +58,7 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
     ``owner`` for ``SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS``. A read first, so an idle
     dispatcher takes no write lock."""
     now = ctx.now()
-    work = await ctx.database.run_read(lambda conn: store.has_work(conn, now=now))
+    work = await store.has_work_now(ctx.database, now=now)
     if not work:
         return Round([])
     made, backlog = 0, False

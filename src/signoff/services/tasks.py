@@ -75,6 +75,8 @@ class EscalationOutcome:
     status_code: int
     body: str
     replayed: bool
+    #: The task the body describes, when known without reading the body back.
+    task_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ async def _escalate(
                 uow, ctx, inserted, kind="review_requested", targets=targets, now=now
             )
         await uow.commit()
-    return EscalationOutcome(status_code=201, body=response, replayed=False)
+    return EscalationOutcome(status_code=201, body=response, replayed=False, task_id=task.id)
 
 
 def _new_task(
@@ -264,16 +266,10 @@ async def _escalate_in_one_step(
     task = _new_task(
         request, None, waiting, ctx.settings.default_policy, principal, now, producer_fields
     )
-    response = dumps(
-        {"task_id": str(task.id), **task_view(task, now, metadata=True, traceparent=True)}
-    )
     view = task_view(task, now, metadata=True)  # what events carry
+    response = dumps({"task_id": view["id"], **view, "traceparent": task.traceparent})
     event_id = uuid.uuid4()
-    row = oneshot.task_values(task, request.idempotency_key)
-    values: dict[str, Any] = {
-        f"t_{name}": oneshot.encode_json(value) if name in oneshot.JSON_COLUMNS else value
-        for name, value in row.items()
-    }
+    values = oneshot.task_params(task, request.idempotency_key)
     values |= {
         "actor": principal.principal_id,
         "actor_role": principal.role.value,
@@ -311,7 +307,7 @@ async def _escalate_in_one_step(
     if record["created"]:
         note_transition(step, task, principal)
         ctx.database.after_commit([task.id], wrote_outbox=True)
-        return EscalationOutcome(status_code=201, body=response, replayed=False)
+        return EscalationOutcome(status_code=201, body=response, replayed=False, task_id=task.id)
     if record["request_fingerprint"] is not None and record["expires_at"] > now:
         stored = StoredIdempotencyKey(
             request_fingerprint=record["request_fingerprint"],
@@ -348,7 +344,9 @@ def _replay_stored(stored: StoredIdempotencyKey, fingerprint: str) -> Escalation
             errors=[FieldError("idempotency_key", "already used with a different body")],
             extra={"task_id": str(stored.task_id)},
         )
-    return EscalationOutcome(stored.response_status, stored.response_body, replayed=True)
+    return EscalationOutcome(
+        stored.response_status, stored.response_body, replayed=True, task_id=stored.task_id
+    )
 
 
 async def _task_conflict(uow: UnitOfWork, task: Task) -> Conflict:

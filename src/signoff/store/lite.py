@@ -31,6 +31,7 @@ from sqlalchemy.dialects import sqlite
 from signoff.domain.states import Action, transition
 from signoff.store.tables import (
     JsonText,
+    fanned_out_at_sql,
     idempotency_keys,
     outbox_events,
     review_tasks,
@@ -79,15 +80,19 @@ def _insert(
     table: Table,
     params: Mapping[str, str],
     tail: str = "",
+    *,
+    values: Mapping[str, str] | None = None,
 ) -> LiteStatement:
     """``INSERT INTO table (column, …) VALUES (:param, …) tail``; ``params`` maps each
-    column to the value's name (``tail`` may use those names again)."""
-    columns = list(params)
+    column to the value's name (``tail`` may use those names again); ``values`` gives
+    further columns SQL of their own (over the same names)."""
+    columns = list(params) + list(values or {})
     sql = (
         f"INSERT INTO {table.name} ({', '.join(columns)})"
-        f" VALUES ({', '.join(':' + params[c] for c in columns)}){tail}"
+        f" VALUES ({', '.join([':' + params[c] for c in params] + list((values or {}).values()))})"
+        f"{tail}"
     )
-    binds = tuple((params[c], _bind(table.c[c])) for c in columns)
+    binds = tuple((params[c], _bind(table.c[c])) for c in params)
     return LiteStatement(name, sql, binds)
 
 
@@ -160,6 +165,7 @@ INSERT_OUTBOX = _insert(
         "task_version": "t_version",
         "created_at": "now",
     },
+    values={"fanned_out_at": fanned_out_at_sql(":now")},
 )
 
 

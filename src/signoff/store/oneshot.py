@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Column
 from sqlalchemy.dialects import postgresql
 
+from signoff.domain.json_output import compact_json
 from signoff.domain.states import (
     ACTIVE_STATUSES,
     Action,
@@ -35,7 +36,7 @@ from signoff.domain.states import (
 )
 from signoff.domain.tasks import SUMMARY_LABEL, Task
 from signoff.store.database import Database
-from signoff.store.tables import JsonText, review_tasks
+from signoff.store.tables import JsonText, fanned_out_at_sql, review_tasks
 
 _PG = postgresql.dialect()  # type: ignore[no-untyped-call]
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -75,9 +76,7 @@ def sql_type(column: Column[Any]) -> str:
 
 def encode_json(value: Any) -> str | None:
     """What :class:`~signoff.store.tables.JsonText` stores."""
-    if value is None:
-        return None
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return None if value is None else compact_json(value)
 
 
 def task_from_record(record: Mapping[str, Any]) -> Task:
@@ -100,6 +99,19 @@ def task_values(task: Task, idempotency_key: str) -> dict[str, Any]:
     row["status"] = task.status.value
     row["idempotency_key"] = idempotency_key
     return row
+
+
+_TASK_PARAMS = tuple((c.name, f"t_{c.name}", c.name in JSON_COLUMNS) for c in TASK_COLUMNS)
+
+
+def task_params(task: Task, idempotency_key: str) -> dict[str, Any]:
+    """:func:`task_values` as the escalation statements' ``t_<column>`` parameters, JSON
+    columns encoded as stored."""
+    row = task_values(task, idempotency_key)
+    return {
+        param: encode_json(row[name]) if is_json else row[name]
+        for name, param, is_json in _TASK_PARAMS
+    }
 
 
 # --- SQL fragments, all from the transition table -------------------------------------
@@ -207,6 +219,10 @@ def view_sql(r: str) -> str:
     return "json_build_object(" + ", ".join(f"'{k}', {v}" for k, v in pairs) + ")"
 
 
+#: A new outbox event's ``fanned_out_at``: already fanned out when no endpoint is enabled.
+_FANNED_OUT_AT = fanned_out_at_sql(":now::timestamptz")
+
+
 def _record(step: Transition, r: str, details: str) -> str:
     """The audit CTE (``a``) and, for published transitions, the outbox CTE (``o``) of
     ``step`` applied to row ``r``. Parameters: ``:actor``, ``:actor_role``, ``:now``,
@@ -226,8 +242,8 @@ def _record(step: Transition, r: str, details: str) -> str:
     )
     return audit + (
         ", o AS (INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
-        f" created_at) SELECT :event_id::uuid, '{step.event_type}', {r}.id, {envelope},"
-        f" {r}.version, :now::timestamptz FROM {r})"
+        f" created_at, fanned_out_at) SELECT :event_id::uuid, '{step.event_type}', {r}.id,"
+        f" {envelope}, {r}.version, :now::timestamptz, {_FANNED_OUT_AT} FROM {r})"
     )
 
 
@@ -263,8 +279,8 @@ def _escalate() -> Statement:
         " t.version, :actor::text, :actor_role::text, :details::text, :now::timestamptz"
         " FROM t),"
         " o AS (INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
-        f" created_at) SELECT :event_id::uuid, '{step.event_type}', t.id, :payload::text,"
-        " t.version, :now::timestamptz FROM t)"
+        f" created_at, fanned_out_at) SELECT :event_id::uuid, '{step.event_type}', t.id,"
+        f" :payload::text, t.version, :now::timestamptz, {_FANNED_OUT_AT} FROM t)"
         " SELECT (SELECT count(*) FROM t) AS created, k.request_fingerprint,"
         " k.task_id, k.response_status, k.response_body, k.expires_at"
         " FROM (SELECT 1) AS one LEFT JOIN idempotency_keys AS k"

@@ -29,6 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
+from signoff.domain.json_output import compact_json
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -68,9 +70,7 @@ class JsonText(TypeDecorator[Any]):
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
-        if value is None:
-            return None
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return None if value is None else compact_json(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
         return None if value is None else json.loads(value)
@@ -297,6 +297,21 @@ webhook_endpoints = Table(
     # events; NULL (an admin's endpoint) gets everyone's.
     Column("producer_id", Text),
 )
+
+#: Whether any endpoint could be sent an event written now (SQL, both engines). An event
+#: written while none is enabled is stored already fanned out (``fanned_out_at`` = its
+#: ``created_at``): no dispatcher has to visit it, and no endpoint enabled later gets it,
+#: as no endpoint ever gets the events written before it was registered or while it was
+#: disabled. (A statement that runs while an endpoint is being registered may or may not
+#: see it: the event belongs to the moment the registration committed.)
+ANY_ENABLED_ENDPOINT_SQL = "EXISTS (SELECT 1 FROM webhook_endpoints WHERE enabled)"
+
+
+def fanned_out_at_sql(now: str) -> str:
+    """The SQL value of a new outbox event's ``fanned_out_at``; ``now`` is the SQL of the
+    event's ``created_at``."""
+    return f"CASE WHEN {ANY_ENABLED_ENDPOINT_SQL} THEN NULL ELSE {now} END"
+
 
 #: One row per (event, endpoint): the unit that is retried and dead-lettered. An attempt
 #: in flight holds a lease (``leased_until``), so a dispatcher killed mid-send loses

@@ -41,6 +41,7 @@ from sqlalchemy.sql.elements import ColumnClause
 from signoff.domain.clock import rfc3339
 from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wants
 from signoff.store.batch import picked
+from signoff.store.database import Database
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
@@ -124,6 +125,26 @@ class PendingWork:
 
     def __bool__(self) -> bool:
         return self.unfanned or self.due
+
+
+#: :func:`has_work` as one prepared statement on the hot path's pool (PostgreSQL): an idle
+#: or busy dispatcher asks it at every round, up to 1/``SIGNOFF_DISPATCHER_COALESCE_SECONDS``
+#: times a second in every process, and through SQLAlchemy that read cost a serving process
+#: 4 % of its CPU under W1's escalations. ``$1``: now.
+HAS_WORK_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE fanned_out_at IS NULL),"
+    " EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'PENDING'"
+    " AND next_attempt_at <= $1::timestamptz"
+    " AND (leased_until IS NULL OR leased_until <= $1::timestamptz))"
+)
+
+
+async def has_work_now(database: Database, *, now: datetime) -> PendingWork:
+    """:func:`has_work`: one statement on PostgreSQL, one trip to the SQLite thread."""
+    if database.dialect != "postgresql":
+        return await database.run_read(lambda conn: has_work(conn, now=now))
+    row = (await database.one_statement(HAS_WORK_SQL, now))[0]
+    return PendingWork(unfanned=bool(row[0]), due=bool(row[1]))
 
 
 async def has_work(conn: AsyncConnection, *, now: datetime) -> PendingWork:

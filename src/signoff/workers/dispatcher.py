@@ -54,6 +54,9 @@ from signoff.workers.recorder import Recorder
 log = structlog.get_logger("signoff.dispatcher")
 
 MAX_STORED_RESPONSE = 1024
+#: After a round that failed (the database went away), the next one comes this soon,
+#: doubling up to ``SIGNOFF_DISPATCHER_POLL_SECONDS`` while the failures go on.
+FAILED_ROUND_RETRY_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,7 @@ class Dispatcher:
         outage = OutageLog("dispatcher")
         loop = asyncio.get_running_loop()
         last_round = -float("inf")
+        failed_retry = FAILED_ROUND_RETRY_SECONDS / 2
         try:
             while not stop.is_set():
                 # Coalesce: wake-ups arrive with every commit, in this process and (by
@@ -277,13 +281,20 @@ class Dispatcher:
                 self.context.database.outbox_committed.clear()
                 claimed: list[ClaimedDelivery] = []
                 backlog = False
+                retry_in: float | None = None
                 if len(in_flight) < capacity:
                     try:
                         taken = await self._claim_round(capacity - len(in_flight))
                         claimed, backlog = taken.deliveries, taken.backlog
                     except Exception as exc:  # the loop must outlive a database hiccup
                         outage.failed(exc)
+                        # The work that woke this round is still there, and its wake-up
+                        # is spent: try again soon, not at the next poll.
+                        retry_in = failed_retry = min(
+                            failed_retry * 2, self.settings.dispatcher_poll_seconds
+                        )
                     else:
+                        failed_retry = FAILED_ROUND_RETRY_SECONDS / 2
                         outage.succeeded()
                         if listener is not None and not listener.listening.is_set():
                             listener.nudge()  # the database answers again: listen again now
@@ -292,7 +303,7 @@ class Dispatcher:
                     in_flight.add(attempt)
                     attempt.add_done_callback(self._finished(in_flight))
                 if not claimed and not backlog:
-                    await self._idle(stop)
+                    await self._idle(stop, retry_in)
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
@@ -318,7 +329,8 @@ class Dispatcher:
 
         return done
 
-    async def _idle(self, stop: asyncio.Event) -> None:
+    async def _idle(self, stop: asyncio.Event, at_most: float | None = None) -> None:
+        """Wait for a wake-up, a commit, the stop, or ``at_most`` seconds (default: the poll)."""
         committed = self.context.database.outbox_committed  # cleared at each round's start
         waiters = [
             asyncio.ensure_future(self._wake.wait()),
@@ -327,7 +339,7 @@ class Dispatcher:
         ]
         await asyncio.wait(
             waiters,
-            timeout=self.settings.dispatcher_poll_seconds,
+            timeout=self.settings.dispatcher_poll_seconds if at_most is None else at_most,
             return_when=asyncio.FIRST_COMPLETED,
         )
         for waiter in waiters:

@@ -78,7 +78,8 @@ async def escalate(request: Request, context: Context, caller: Caller) -> Respon
     outcome = await task_service.escalate(context, caller, body, traceparent=traceparent)
     headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
     if outcome.status_code == 201:
-        headers["Location"] = f"/tasks/{json.loads(outcome.body)['id']}"
+        task_id = outcome.task_id or json.loads(outcome.body)["id"]  # a shield replay: read it
+        headers["Location"] = f"/tasks/{task_id}"
     return json_response(outcome.body, outcome.status_code, headers)
 
 
