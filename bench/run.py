@@ -343,7 +343,11 @@ def w2_peers(seconds: int, cycle: dict[str, Any], bench: dict[str, Any]) -> dict
 
 
 def run_sqlite(args: argparse.Namespace, results: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory() as tmp, signoff_serve(f"sqlite:///{tmp}/b.db") as service:
+    env = dict(pair.split("=", 1) for pair in args.env)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        signoff_serve(f"sqlite:///{tmp}/b.db", env=env) as service,
+    ):
         producer = service.key("producer", "bench-bot")
         wrk(service.base_url, "escalate.lua", producer, "new", connections=2, seconds=2)
         results["sqlite"] = wrk(

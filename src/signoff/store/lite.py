@@ -75,6 +75,12 @@ class LiteStatement:
         return out
 
 
+def statement(name: str, sql: str, params: Mapping[str, Column[Any]]) -> LiteStatement:
+    """A statement whose ``:param`` values are converted as ``params`` says (each
+    parameter's column)."""
+    return LiteStatement(name, sql, tuple((p, _bind(column)) for p, column in params.items()))
+
+
 def _insert(
     name: str,
     table: Table,

@@ -40,6 +40,7 @@ from sqlalchemy.sql.elements import ColumnClause
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wants
+from signoff.store import lite
 from signoff.store.batch import picked
 from signoff.store.database import Database
 from signoff.store.tables import (
@@ -127,23 +128,36 @@ class PendingWork:
         return self.unfanned or self.due
 
 
-#: :func:`has_work` as one prepared statement on the hot path's pool (PostgreSQL): an idle
-#: or busy dispatcher asks it at every round, up to 1/``SIGNOFF_DISPATCHER_COALESCE_SECONDS``
-#: times a second in every process, and through SQLAlchemy that read cost a serving process
-#: 4 % of its CPU under W1's escalations. ``$1``: now.
-HAS_WORK_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE fanned_out_at IS NULL),"
-    " EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'PENDING'"
-    " AND next_attempt_at <= $1::timestamptz"
-    " AND (leased_until IS NULL OR leased_until <= $1::timestamptz))"
-)
+def _has_work_sql(now: str) -> str:
+    """``now``: the parameter's placeholder, a constant of this module."""
+    # Assembled at import from the placeholders below; no input reaches it.
+    return (
+        "SELECT EXISTS (SELECT 1 FROM outbox_events WHERE fanned_out_at IS NULL),"  # noqa: S608
+        " EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'PENDING'"
+        f" AND next_attempt_at <= {now} AND (leased_until IS NULL OR leased_until <= {now}))"
+    )
+
+
+#: :func:`has_work` written once: a dispatcher asks it at every round, up to
+#: 1/``SIGNOFF_DISPATCHER_COALESCE_SECONDS`` times a second in every process, and built by
+#: SQLAlchemy each time that read cost a serving process 4 % of its CPU under W1's
+#: escalations. On PostgreSQL a prepared statement on the hot path's pool (``$1``: now);
+#: on SQLite a read in the process's SQLite thread.
+HAS_WORK_SQL = _has_work_sql("$1::timestamptz")
+HAS_WORK_LITE = lite.statement("has_work", _has_work_sql(":now"), {"now": D.next_attempt_at})
 
 
 async def has_work_now(database: Database, *, now: datetime) -> PendingWork:
-    """:func:`has_work`: one statement on PostgreSQL, one trip to the SQLite thread."""
-    if database.dialect != "postgresql":
+    """:func:`has_work`, as one statement."""
+    if database.dialect == "postgresql":
+        row = (await database.one_statement(HAS_WORK_SQL, now))[0]
+    elif database.sqlite_file is not None:
+        params = HAS_WORK_LITE.params({"now": now})
+        row = await database.sqlite_script(
+            lambda connection: connection.execute(HAS_WORK_LITE.sql, params).fetchone()
+        )
+    else:  # SQLite in memory: no thread of its own
         return await database.run_read(lambda conn: has_work(conn, now=now))
-    row = (await database.one_statement(HAS_WORK_SQL, now))[0]
     return PendingWork(unfanned=bool(row[0]), due=bool(row[1]))
 
 
