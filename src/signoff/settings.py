@@ -35,10 +35,10 @@ class Settings(BaseSettings):
     port: int = 8000
     workers: int | None = Field(default=None, ge=1, le=64)
     """``signoff serve`` processes (uvicorn workers) sharing the port. Default on
-    PostgreSQL: the CPU count, or half of it when the database runs on this machine (it
-    needs its share of the cores: on 2 cores, 1 process served 14 % more escalations and
-    34 % more claim → resolve cycles than 2, docs/benchmarks.md); 1 on SQLite (one writer;
-    more processes only queue on its lock)."""
+    PostgreSQL: the CPU count, or half of it when the database (or its pooler) runs on
+    this machine, which needs its share of the cores (on 2 cores one process served more
+    escalations and claim → resolve cycles than two: docs/benchmarks.md, "The fifth
+    round"); 1 on SQLite (one writer; more processes only queue on its lock)."""
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)
