@@ -116,9 +116,10 @@ def pgbench_scripts() -> dict[str, str]:
             "INSERT INTO task_events (task_id, event_type, action, status, version, actor_id,"
             f" actor_role, details, created_at) VALUES (':tid', 'task.{event}', '{event}',"
             f" '{status}', 2, 'pgbench', 'reviewer', '{{}}', now());\n"
+            # As the service writes it with no webhook endpoint enabled: fanned out.
             "INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
-            f" created_at) VALUES (gen_random_uuid(), 'task.{event}', ':tid', '{{}}', 2,"
-            " now());\n"
+            f" created_at, fanned_out_at) VALUES (gen_random_uuid(), 'task.{event}', ':tid',"
+            " '{}', 2, now(), now());\n"
         )
 
     return {

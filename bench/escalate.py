@@ -136,9 +136,10 @@ def pgbench_scripts() -> dict[str, str]:
         "INSERT INTO task_events (task_id, event_type, action, status, version, actor_id,"
         " actor_role, details, created_at) VALUES (':tid', 'task.created', 'escalate',"
         " 'PENDING_REVIEW', 1, 'bench-bot', 'producer', '{}', now());\n"
+        # As the service writes it with no webhook endpoint enabled: fanned out.
         "INSERT INTO outbox_events (id, event_type, task_id, payload, task_version,"
-        f" created_at) VALUES (gen_random_uuid(), 'task.created', ':tid', '{bundle}', 1,"
-        " now());\n"
+        " created_at, fanned_out_at) VALUES (gen_random_uuid(), 'task.created', ':tid',"
+        f" '{bundle}', 1, now(), now());\n"
     )
     return {
         "pgbench-row": new_id + task,

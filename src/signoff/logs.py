@@ -4,6 +4,7 @@ prints for the user, such as a new API key)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -32,6 +33,15 @@ def _redact_event(
     return event
 
 
+def _json_bytes(value: Any, **options: Any) -> bytes:
+    """One log line's JSON: orjson, or the standard library for what orjson refuses
+    (integer keys, integers beyond 64 bits, lone surrogates): a log call never raises."""
+    try:
+        return orjson.dumps(value, **options)
+    except TypeError:  # orjson.JSONEncodeError included
+        return json.dumps(value, **options).encode()
+
+
 def _renderer(on_terminal: bool) -> structlog.typing.Processor:
     return structlog.dev.ConsoleRenderer() if on_terminal else structlog.processors.JSONRenderer()
 
@@ -47,7 +57,7 @@ def configure_logging(level: str = "info") -> None:
         renderer = _renderer(on_terminal)
         factory = structlog.PrintLoggerFactory(file=sys.stderr)
     else:
-        renderer = structlog.processors.JSONRenderer(serializer=orjson.dumps)
+        renderer = structlog.processors.JSONRenderer(serializer=_json_bytes)
         factory = structlog.BytesLoggerFactory(file=binary)
     structlog.configure(
         processors=[

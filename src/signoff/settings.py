@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import os
+import socket
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -205,15 +207,14 @@ class Settings(BaseSettings):
     @property
     def database_is_local(self) -> bool:
         """Whether the database (or the pooler in front of it) runs on this machine: a
-        Unix socket or a loopback address."""
+        Unix socket, a loopback address or this machine's own name, for every host the
+        driver may connect to (``?host=`` wins over the URL's host, ``PGHOST`` fills in
+        for neither, as asyncpg does)."""
         url = make_url(async_database_url(self.database_url))
-        host = url.host or str(url.query.get("host") or "")
-        return (
-            not host
-            or host.startswith("/")
-            or host in ("localhost", "::1", "[::1]")
-            or host.startswith("127.")
-        )
+        query = url.query.get("host")
+        named = ",".join(query) if isinstance(query, tuple) else query
+        hosts = named or url.host or os.environ.get("PGHOST") or ""
+        return all(_is_local_host(host) for host in hosts.split(","))
 
     @property
     def listen_url(self) -> str:
@@ -222,6 +223,24 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return async_database_url(self.database_url).startswith("sqlite")
+
+
+_LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def _is_local_host(host: str) -> bool:
+    name = host.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
+    if not name or name.startswith("/"):  # no host at all, or a Unix socket's directory
+        return True
+    if name in _LOCAL_NAMES or name == socket.gethostname().lower():
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 #: The URL schemes Signoff runs on (the plain ones are rewritten to the async drivers).

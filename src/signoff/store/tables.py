@@ -300,10 +300,11 @@ webhook_endpoints = Table(
 
 #: Whether any endpoint could be sent an event written now (SQL, both engines). An event
 #: written while none is enabled is stored already fanned out (``fanned_out_at`` = its
-#: ``created_at``): no dispatcher has to visit it, and no endpoint enabled later gets it,
-#: as no endpoint ever gets the events written before it was registered or while it was
-#: disabled. (A statement that runs while an endpoint is being registered may or may not
-#: see it: the event belongs to the moment the registration committed.)
+#: ``created_at``): no dispatcher has to visit it, and no endpoint registered or enabled
+#: later gets it. Endpoints get the events of the changes made while they are registered
+#: and enabled; an event still waiting for its fan-out when one is registered may reach
+#: it too (docs/webhooks.md), and a statement that runs while the first endpoint is being
+#: registered may or may not see it.
 ANY_ENABLED_ENDPOINT_SQL = "EXISTS (SELECT 1 FROM webhook_endpoints WHERE enabled)"
 
 

@@ -1,0 +1,62 @@
+"""Log lines off a terminal: one JSON object per line on stderr, written as bytes, with
+resume-link tokens redacted; a value orjson refuses still makes a line."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from signoff.logs import configure_logging
+
+
+@pytest.fixture
+def stderr(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.BytesIO]:
+    raw = io.BytesIO()
+    # Held here: pytest's own capture may put its stderr back between phases, and a
+    # wrapper nobody holds closes ``raw`` when it is collected.
+    wrapper = io.TextIOWrapper(raw, encoding="utf-8")
+    monkeypatch.setattr(sys, "stderr", wrapper)
+    configure_logging("info")
+    yield raw
+    structlog.reset_defaults()
+    wrapper.detach()
+
+
+def _lines(raw: io.BytesIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in raw.getvalue().decode().splitlines()]
+
+
+def test_a_line_is_json_with_its_event_and_level(stderr: io.BytesIO) -> None:
+    structlog.get_logger("signoff.test").info("task.created", task_id="t-1", version=1)
+    [line] = _lines(stderr)
+    assert line["event"] == "task.created"
+    assert (line["level"], line["task_id"], line["version"]) == ("info", "t-1", 1)
+    assert str(line["timestamp"]).endswith("Z")
+
+
+def test_values_orjson_refuses_still_make_a_line(stderr: io.BytesIO) -> None:
+    log = structlog.get_logger("signoff.test")
+    log.info("odd.values", keys={1: 2}, big=2**70, text="a\ud800b")
+    [line] = _lines(stderr)
+    assert line["keys"] == {"1": 2}
+    assert line["big"] == 2**70
+    assert line["text"] == "a\ud800b"
+
+
+def test_resume_tokens_are_redacted_in_fields_and_tracebacks(stderr: io.BytesIO) -> None:
+    log = structlog.get_logger("signoff.test")
+    log.info("link.opened", path="/r/secret-token-1")
+    try:
+        raise ValueError("while serving /r/secret-token-2")
+    except ValueError:
+        log.exception("request.failed")
+    text = stderr.getvalue().decode()
+    assert "secret-token" not in text
+    first, second = _lines(stderr)
+    assert first["path"] == "/r/[redacted]"
+    assert "/r/[redacted]" in str(second["exception"])
