@@ -152,6 +152,7 @@ async def has_work_now(database: Database, *, now: datetime) -> PendingWork:
     if database.dialect == "postgresql":
         row = (await database.one_statement(HAS_WORK_SQL, now))[0]
     elif database.sqlite_file is not None:
+        # A lone SELECT (its own read transaction), queued in the thread with the writes.
         params = HAS_WORK_LITE.params({"now": now})
         row = await database.sqlite_script(
             lambda connection: connection.execute(HAS_WORK_LITE.sql, params).fetchone()
