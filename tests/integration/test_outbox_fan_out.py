@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from signoff.settings import Settings
@@ -46,19 +46,15 @@ def _register(server: LiveServer, **body: Any) -> str:
     return str(response.json()["id"])
 
 
-async def _fan_out(settings: Settings) -> tuple[int, int]:
+async def _fan_out(settings: Settings, now: datetime) -> tuple[int, int]:
     database = Database(create_engine(settings))
     try:
         async with database.transaction() as uow:
-            made = await webhook_store.fan_out(uow.connection, now=_now(), limit=1000)
+            made = await webhook_store.fan_out(uow.connection, now=now, limit=1000)
             await uow.commit()
         return made
     finally:
         await database.dispose()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def test_events_written_with_no_endpoint_enabled_are_already_fanned_out(
@@ -81,7 +77,7 @@ def test_events_written_with_no_endpoint_enabled_are_already_fanned_out(
             assert all(event["fanned_out_at"] is None for event in events)
 
         # The fan-out makes deliveries for the events written after the registration only.
-        events, deliveries = asyncio.run(_fan_out(settings))
+        events, deliveries = asyncio.run(_fan_out(settings, clock.now()))
         written_after = sum(len(_events(server, task_id)) for task_id in after)
         assert (events, deliveries) == (written_after, written_after)
         delivered_tasks = {str(row["task_id"]) for row in server.rows("webhook_deliveries")}
@@ -94,7 +90,7 @@ def test_events_written_with_no_endpoint_enabled_are_already_fanned_out(
         for task_id in _decide(server):
             for event in _events(server, task_id):
                 assert event["fanned_out_at"] == event["created_at"]
-        assert asyncio.run(_fan_out(settings)) == (0, 0)
+        assert asyncio.run(_fan_out(settings, clock.now())) == (0, 0)
 
 
 def test_a_dispatcher_asks_one_question_per_round_and_gets_the_same_answer(
@@ -106,7 +102,7 @@ def test_a_dispatcher_asks_one_question_per_round_and_gets_the_same_answer(
     async def both() -> tuple[Any, Any]:
         database = Database(create_engine(settings))
         try:
-            now = _now()
+            now = clock.now()
             fast = await webhook_store.has_work_now(database, now=now)
             async with database.transaction(write=False) as uow:
                 general = await webhook_store.has_work(uow.connection, now=now)
@@ -124,7 +120,7 @@ def test_a_dispatcher_asks_one_question_per_round_and_gets_the_same_answer(
         fast, general = asyncio.run(both())
         assert fast == general
         assert (fast.unfanned, fast.due) == (True, False)
-        asyncio.run(_fan_out(settings))
+        asyncio.run(_fan_out(settings, clock.now()))
         fast, general = asyncio.run(both())
         assert fast == general
         assert (fast.unfanned, fast.due) == (False, True)

@@ -92,11 +92,10 @@ def _insert(
     """``INSERT INTO table (column, …) VALUES (:param, …) tail``; ``params`` maps each
     column to the value's name (``tail`` may use those names again); ``values`` gives
     further columns SQL of their own (over the same names)."""
-    columns = list(params) + list(values or {})
+    expressions = {column: f":{name}" for column, name in params.items()} | dict(values or {})
     sql = (
-        f"INSERT INTO {table.name} ({', '.join(columns)})"
-        f" VALUES ({', '.join([':' + params[c] for c in params] + list((values or {}).values()))})"
-        f"{tail}"
+        f"INSERT INTO {table.name} ({', '.join(expressions)})"
+        f" VALUES ({', '.join(expressions.values())}){tail}"
     )
     binds = tuple((params[c], _bind(table.c[c])) for c in params)
     return LiteStatement(name, sql, binds)

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, insert, null, select
+from sqlalchemy import Boolean, bindparam, case, insert, literal_column, null, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
-from signoff.store.tables import outbox_events, task_events, webhook_endpoints
+from signoff.store.tables import ANY_ENABLED_ENDPOINT_SQL, outbox_events, task_events
 
-_ANY_ENABLED_ENDPOINT = select(1).where(webhook_endpoints.c.enabled.is_(True)).exists()
+_ANY_ENABLED_ENDPOINT = literal_column(ANY_ENABLED_ENDPOINT_SQL, Boolean)
 
 
 async def append_audit_event(
@@ -72,7 +72,7 @@ async def append_outbox_event(
             task_version=task_version,
             payload=envelope(event_id, event_type, now, data),
             created_at=now,
-            # tables.ANY_ENABLED_ENDPOINT_SQL: with no endpoint enabled, already fanned out.
+            # With no endpoint enabled, already fanned out (tables.fanned_out_at_sql).
             fanned_out_at=case(
                 (_ANY_ENABLED_ENDPOINT, null()),
                 else_=bindparam(None, now, type_=outbox_events.c.fanned_out_at.type),
