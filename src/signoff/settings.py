@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     max_leases_per_principal: int = Field(default=10, ge=1)
     """Live (unlapsed) leases one principal may hold at once; a claim beyond it is refused
     with 409 ``ERR_CLAIM_LIMIT``."""
+    escalation_group_size: int = Field(default=32, ge=1, le=32)
+    """PostgreSQL: the most escalations committed together. Escalations that arrive while
+    others are being written are written in one transaction, each in its own
+    subtransaction (one refused escalation never undoes another); 1 writes each alone."""
     pgbouncer: bool = False
     """The database URL points at PgBouncer in transaction pooling mode: no named prepared
     statements (PgBouncer 1.18 cannot route them), and ``LISTEN`` goes to

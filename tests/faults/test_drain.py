@@ -78,8 +78,12 @@ def test_sigterm_answers_the_requests_in_flight_and_drains_the_dispatcher(
     answer_held = threading.Event()
     ledger = Ledger()
     with Receiver() as receiver:
-        # The held attempt must outlast the stop: a long attempt timeout.
-        env = service_env(url, SIGNOFF_WEBHOOK_TIMEOUT_SECONDS="60")
+        # The held attempt must outlast the stop: a long attempt timeout. Each escalation
+        # is its own statement (no group commit), so each request in flight shows as one
+        # session waiting on the lock: that is how the test knows all are in flight.
+        env = service_env(
+            url, SIGNOFF_WEBHOOK_TIMEOUT_SECONDS="60", SIGNOFF_ESCALATION_GROUP_SIZE="1"
+        )
         server = Server(env, tmp_path / "serve.log")
         with server:
             keys = setup_service(server.base_url, receiver)

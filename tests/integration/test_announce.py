@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from signoff.settings import Settings
+from signoff.store import announce
 from signoff.store.announce import IDS_PER_NOTIFICATION, notify_sql, parse_payload
 from signoff.store.availability import database_unavailable
 from signoff.store.database import Database, create_engine
@@ -39,6 +40,45 @@ def test_a_batch_is_split_below_the_payload_limit() -> None:
 
 
 @pytest.mark.postgres
+def test_a_busy_process_sends_a_batch_at_most_once_a_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What commits while a batch is being sent goes in the next batch, which waits for
+    the rest of the window; a process that went quiet sends its next change at once."""
+    first, second, third, later = (uuid.uuid4() for _ in range(4))
+    sent: list[str] = []
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def record_wait(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(announce.asyncio, "sleep", record_wait)
+
+    async def run() -> None:
+        announcer: announce.Announcer
+
+        async def send(sql: str) -> None:
+            sent.append(sql)
+            if len(sent) == 1:  # two more commits while the first batch is on its way
+                announcer.announce([second])
+                announcer.announce([third])
+
+        announcer = announce.Announcer(send)
+        announcer.announce([first])
+        await announcer.drain()
+        assert [parse_payload(s.split("'")[1]) for s in sent] == [[first], [second, third]]
+        assert len(waits) == 1
+        assert 0 < waits[0] <= announce.COALESCE_SECONDS
+        announcer.announce([later])  # quiet since: sent at once, no wait
+        await announcer.drain()
+        assert parse_payload(sent[-1].split("'")[1]) == [later]
+        assert len(waits) == 1
+
+    asyncio.run(run())
+
+
 def test_another_process_hears_every_committed_task(postgres_database: str) -> None:
     settings = Settings(database_url=postgres_database)
     tasks = [uuid.uuid4() for _ in range(IDS_PER_NOTIFICATION + 50)]

@@ -9,7 +9,9 @@ from typing import Any
 
 import fastapi.routing
 import pytest
+from fastapi.telemetry._asgi import ExceptionTelemetryMiddleware
 
+from signoff.api.routes import tasks as tasks_routes
 from tests.support import LiveServer, escalation
 
 
@@ -90,3 +92,63 @@ def test_the_latency_metric_labels_lane_routes_by_template(server: LiveServer) -
     assert 'route="/tasks/escalate"' in metrics
     assert 'route="/tasks/{task_id}/claim"' in metrics
     assert "00000000-0000-4000-8000-000000000000" not in metrics
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type) -> list[str]:
+    """Record the path of every request that passes through ``cls`` (an ASGI middleware)."""
+    seen: list[str] = []
+    original = cls.__call__
+
+    async def counting(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append(scope["path"])
+        await original(self, scope, receive, send)
+
+    monkeypatch.setattr(cls, "__call__", counting)
+    return seen
+
+
+def test_hot_requests_skip_fastapis_stack_unless_its_telemetry_is_on(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _count_calls(monkeypatch, ExceptionTelemetryMiddleware)
+    with server.new_client("producer", "bot-stack") as producer:
+        seen.clear()
+        assert producer.escalate(escalation()).status_code == 201
+        assert seen == []  # the hot request took the short way
+        assert producer.get("/healthz").status_code == 200
+        assert seen == ["/healthz"]  # everything else takes FastAPI's whole stack
+        # With FastAPI's native telemetry on, hot requests take the whole stack too (and
+        # meet the lane inside it).
+        monkeypatch.setattr(server.app, "_telemetry_seen", True)
+        seen.clear()
+        assert producer.escalate(escalation()).status_code == 201
+        assert seen == ["/tasks/escalate"]
+
+
+def _escalations_measured(server: LiveServer) -> float:
+    with server.admin() as admin:
+        metrics = admin.get("/metrics").text
+    name = 'signoff_http_request_duration_seconds_count{method="POST",route="/tasks/escalate"}'
+    lines = [line for line in metrics.splitlines() if line.startswith(name + " ")]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_an_unexpected_error_in_a_hot_route_is_a_500_and_the_server_goes_on(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    measured = _escalations_measured(server)  # the registry is the process's, shared
+    with server.new_client("producer", "bot-bug") as producer:
+        monkeypatch.setattr(tasks_routes, "escalate", broken)
+        failed = producer.escalate(escalation())
+        assert failed.status_code == 500
+        assert "a bug" not in failed.text  # no internals in the answer
+        monkeypatch.undo()
+    # The server closed that connection (as for any unhandled error); a new one is served.
+    with server.new_client("producer", "bot-bug") as producer:
+        assert producer.escalate(escalation()).status_code == 201
+    # The failed request was measured like any other, under its route.
+    assert _escalations_measured(server) == measured + 2

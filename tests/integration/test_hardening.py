@@ -96,6 +96,26 @@ def test_json_nested_5000_deep_is_a_validation_error(server: LiveServer) -> None
     assert response.json()["error_code"] == "ERR_VALIDATION"
 
 
+@pytest.mark.parametrize("body", [b"\x0b", b"\x0c", b" \x0b\n"])
+def test_an_optional_body_of_non_json_whitespace_is_refused(server: LiveServer, body) -> None:  # type: ignore[no-untyped-def]
+    """Found by schemathesis: a claim whose body was a vertical tab was taken as an empty
+    body and granted. JSON's whitespace is space, tab, line feed and carriage return."""
+    created = server.new_client("producer").escalate(escalation())
+    task_id = created.json()["id"]
+    with server.new_client("reviewer") as reviewer:
+        response = reviewer.post(
+            f"/tasks/{task_id}/claim", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error_code"] == "ERR_MALFORMED_JSON"
+        blank = reviewer.post(
+            f"/tasks/{task_id}/claim",
+            content=b" \t\r\n",
+            headers={"Content-Type": "application/json"},
+        )
+        assert blank.status_code == 200, blank.text  # JSON whitespace only: no body
+
+
 def _closed_port() -> int:
     import socket
 

@@ -4,6 +4,7 @@ port in front of the local PostgreSQL and runs escalate → claim → resolve th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -16,8 +17,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from signoff.domain.clock import ManualClock
+from signoff.services import tasks as task_service
+from signoff.services.context import ServiceContext
 from signoff.settings import Settings
+from signoff.store import grouped
+from signoff.store.database import Database, create_engine
 from tests.conftest import reset_postgres
+from tests.integration.test_grouped import PRODUCER as GROUP_PRODUCER
+from tests.integration.test_grouped import Recorder
 from tests.support import ADMIN_KEY, escalation, example_resolve, live_server
 
 pytestmark = pytest.mark.postgres
@@ -101,3 +108,32 @@ def test_escalate_claim_resolve_through_pgbouncer(
             assert alice.post("/tasks/claim-next").status_code == 204
         assert server.count("review_tasks", status="RESOLVED") == 5
         assert server.count("outbox_events") == 15  # created, claimed, resolved
+
+
+def test_a_group_of_escalations_through_pgbouncer(pgbouncer: str, postgres_database: str) -> None:
+    """Group commit (signoff.store.grouped) through the pooler: the function is created
+    and called inside transactions, without prepared statements."""
+    reset_postgres(postgres_database)
+    settings = Settings(database_url=pgbouncer, pgbouncer=True, encryption_keys=None)
+
+    async def run() -> None:
+        database = Database(create_engine(settings))
+        recorder = Recorder(database)
+        database.escalations = grouped.EscalationGroups(recorder, lanes=1)
+        context = ServiceContext(database=database, settings=settings, clock=ManualClock())
+        try:
+            bodies = [escalation() for _ in range(4)]
+            outcomes = await asyncio.gather(
+                *(task_service.escalate(context, GROUP_PRODUCER, body) for body in bodies)
+            )
+            assert [o.status_code for o in outcomes] == [201] * 4
+            assert recorder.groups() == [4]
+            assert recorder.alone() == 0
+            again = await asyncio.gather(
+                *(task_service.escalate(context, GROUP_PRODUCER, body) for body in bodies[:2])
+            )
+            assert [(o.status_code, o.replayed) for o in again] == [(201, True)] * 2
+        finally:
+            await database.dispose()
+
+    asyncio.run(run())

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.api.docs import install_docs
-from signoff.api.fastlane import FastLane
+from signoff.api.fastlane import FastLane, SignoffAPI
 from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             create_engine(settings),
             pgbouncer=settings.pgbouncer,
             listen_url=settings.listen_database_url,
+            escalation_group_size=settings.escalation_group_size,
         )
         shield = None
         if settings.redis_url:
@@ -80,7 +81,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 await shield.close()
             await database.dispose()
 
-    app = FastAPI(
+    app = SignoffAPI(
         title="Signoff",
         version=__version__,
         description=DESCRIPTION,

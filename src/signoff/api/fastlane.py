@@ -11,6 +11,16 @@ passed. An exception becomes its answer through the handlers
 :func:`signoff.api.problems.install_problem_handlers` registered on the app, looked up
 the way Starlette looks them up. Everything else — other methods and paths, the OpenAPI
 document that still describes these routes — is FastAPI's.
+
+:class:`SignoffAPI` goes one step further: its hot requests skip FastAPI's middleware
+stack too, and pass only through what that stack does for them — Starlette's
+``ServerErrorMiddleware`` (an unhandled exception is a 500, and is raised on for the
+server to log), then :class:`~signoff.api.latency.LatencyMiddleware` and
+:class:`~signoff.api.guard.TextGuard` — before this lane. FastAPI's other layers do
+nothing for these requests: the app sets no body-size limit of FastAPI's own (Signoff's
+limit is read with the body) and no telemetry. When FastAPI's native OpenTelemetry
+telemetry is switched on, every request takes the whole stack, as before, and meets this
+lane inside it.
 """
 
 from __future__ import annotations
@@ -21,12 +31,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.api.deps import bearer_token, get_context
+from signoff.api.guard import TextGuard
+from signoff.api.latency import LatencyMiddleware
 from signoff.api.routes import tasks
 from signoff.services import keys
 from signoff.services.context import ServiceContext
@@ -78,6 +91,17 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
 )
 
 
+def match(scope: Scope) -> tuple[str, Handler, str | None] | None:
+    """The hot route a request is for: (template, handler, task id), or ``None``."""
+    if scope["type"] == "http" and scope["method"] == "POST":
+        path = scope["path"]
+        for template, pattern, handler in ROUTES:
+            found = pattern.fullmatch(path)
+            if found is not None:
+                return template, handler, found.groupdict().get("task_id")
+    return None
+
+
 class FastLane:
     """ASGI middleware; ``fastapi_app`` is the application whose routes and exception
     handlers it stands in for."""
@@ -94,15 +118,11 @@ class FastLane:
         self.routes: dict[str, BaseRoute] = {template: posts[template] for template, *_ in ROUTES}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            path = scope["path"]
-            for template, pattern, handler in ROUTES:
-                match = pattern.fullmatch(path)
-                if match is not None:
-                    task_id = match.groupdict().get("task_id")
-                    await self._serve(scope, receive, send, template, handler, task_id)
-                    return
-        await self.app(scope, receive, send)
+        route = match(scope)
+        if route is None:
+            await self.app(scope, receive, send)
+        else:
+            await self._serve(scope, receive, send, *route)
 
     async def _serve(
         self,
@@ -134,3 +154,44 @@ class FastLane:
                 answer = handler(request, exc)
                 return await answer if inspect.isawaitable(answer) else answer
         raise exc  # no handler: the server's error middleware answers 500, as for FastAPI
+
+
+class SignoffAPI(FastAPI):
+    """The FastAPI application, whose hot task requests skip its middleware stack (see
+    the module's text). Its :class:`FastLane` middleware must be added."""
+
+    _hot_stack: ASGIApp | None = None
+    _telemetry_seen: bool | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if match(scope) is None or self._telemetry_on():
+            await super().__call__(scope, receive, send)
+            return
+        if self._hot_stack is None:
+            self._hot_stack = self._build_hot_stack()
+        scope["app"] = self
+        await self._hot_stack(scope, receive, send)
+
+    def _telemetry_on(self) -> bool:
+        """Whether FastAPI's native telemetry is on, as the first hot request finds it.
+        It is on once an OpenTelemetry provider is configured, which an application
+        does as it starts (and OpenTelemetry never lets a provider be replaced); asking
+        again on every request cost 2 % of the server's CPU under load."""
+        if self._telemetry_seen is None:
+            telemetry = getattr(self, "_native_telemetry", None)  # FastAPI 0.165's own
+            self._telemetry_seen = telemetry is not None and bool(telemetry.enabled())
+        return self._telemetry_seen
+
+    def _build_hot_stack(self) -> ASGIApp:
+        lanes = [m for m in self.user_middleware if getattr(m, "cls", None) is FastLane]
+        if len(lanes) != 1:
+            raise RuntimeError("SignoffAPI needs its FastLane middleware, added once")
+        lane = FastLane(_no_route, fastapi_app=self)
+        handler = self.exception_handlers.get(500) or self.exception_handlers.get(Exception)
+        return ServerErrorMiddleware(
+            LatencyMiddleware(TextGuard(lane)), handler=handler, debug=self.debug
+        )
+
+
+async def _no_route(scope: Scope, receive: Receive, send: Send) -> None:
+    raise RuntimeError(f"no hot route for {scope['path']}")  # match() chose the route

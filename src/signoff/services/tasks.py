@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 import structlog
 
 from signoff.domain.clock import rfc3339
@@ -57,7 +56,7 @@ from signoff.services.common import (
 )
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
-from signoff.store import idempotency, lite, oneshot, trail
+from signoff.store import grouped, idempotency, lite, oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.database import UnitOfWork
 from signoff.store.idempotency import StoredIdempotencyKey
@@ -258,8 +257,9 @@ async def _escalate_in_one_step(
     now: datetime,
 ) -> EscalationOutcome:
     """Take the key, insert the task, its audit and outbox events in one step: one
-    statement on PostgreSQL (:data:`signoff.store.oneshot.ESCALATE`), one trip to the
-    SQLite thread (:func:`signoff.store.lite.escalate`). A live key inserts nothing and
+    statement on PostgreSQL (:data:`signoff.store.oneshot.ESCALATE`, committed in a group
+    with the escalations that wait alongside: :mod:`signoff.store.grouped`), one trip to
+    the SQLite thread (:func:`signoff.store.lite.escalate`). A live key inserts nothing and
     the stored response is replayed; a unique rule on the task (same id, or an active task
     for the entity) fails the whole step, key included."""
     step = transition(Action.ESCALATE)
@@ -284,10 +284,10 @@ async def _escalate_in_one_step(
     }
     try:
         if ctx.database.dialect == "postgresql":
-            record = await oneshot.run(ctx.database, oneshot.ESCALATE, values)
+            record = await ctx.database.escalations.escalate(values)
         else:
             record = await ctx.database.sqlite_script(lite.escalate(values))
-    except asyncpg.UniqueViolationError:
+    except grouped.TaskRefused:
         refused = await oneshot.run(
             ctx.database,
             oneshot.TASK_CONFLICT,

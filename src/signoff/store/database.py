@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from signoff.settings import Settings, async_database_url
 from signoff.store.announce import Announcer
 from signoff.store.changes import TaskChanges
+from signoff.store.grouped import MAX_GROUP, EscalationGroups
 from signoff.store.keycache import KeyCache
 from signoff.store.litethread import LiteThread
 
@@ -116,10 +117,17 @@ class Database:
     asyncpg pool for the hot path's single statements (:meth:`one_statement`)."""
 
     def __init__(
-        self, engine: AsyncEngine, *, pgbouncer: bool = False, listen_url: str | None = None
+        self,
+        engine: AsyncEngine,
+        *,
+        pgbouncer: bool = False,
+        listen_url: str | None = None,
+        escalation_group_size: int = MAX_GROUP,
     ) -> None:
         """``listen_url``: where to ``LISTEN`` on PostgreSQL (a direct connection when
-        ``engine`` goes through PgBouncer); default: the engine's own database."""
+        ``engine`` goes through PgBouncer); default: the engine's own database.
+        ``escalation_group_size``: the most escalations committed together on PostgreSQL
+        (:mod:`signoff.store.grouped`; 1: each alone)."""
         self.engine = engine
         self.outbox_committed = asyncio.Event()
         listen = _listen_url(engine, listen_url)
@@ -132,6 +140,8 @@ class Database:
         self.key_cache = KeyCache(listen)
         """Verified API keys (:mod:`signoff.store.keycache`)."""
         self._pool: asyncpg.Pool | None = None
+        self.escalations = EscalationGroups(self.one_statement, size=escalation_group_size)
+        """This process's escalations on PostgreSQL, committed in groups."""
         self._pool_lock: asyncio.Lock | None = None
         self._sqlite_writer = asyncio.Lock()
         self._lite: LiteThread | None = None

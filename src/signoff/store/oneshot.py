@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column
 from sqlalchemy.dialects import postgresql
@@ -35,8 +35,10 @@ from signoff.domain.states import (
     transition,
 )
 from signoff.domain.tasks import SUMMARY_LABEL, Task
-from signoff.store.database import Database
 from signoff.store.tables import JsonText, fanned_out_at_sql, review_tasks
+
+if TYPE_CHECKING:  # the database module writes escalations with these statements
+    from signoff.store.database import Database
 
 _PG = postgresql.dialect()  # type: ignore[no-untyped-call]
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")

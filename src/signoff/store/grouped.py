@@ -1,0 +1,235 @@
+"""Group commit of escalations on PostgreSQL.
+
+An escalation that arrives while this process is writing others waits for the next
+trip, and that trip takes every escalation waiting (at most the group size): one call
+of a PL/pgSQL function that runs :data:`signoff.store.oneshot.ESCALATE` — the same
+statement text, its ``$n`` placeholders read from each escalation's JSON — once per
+escalation, in order, in one transaction. What a group saves is the cost each statement
+pays once: a pool checkout, a round trip, the driver's encoding of 52 parameters, and a
+commit. Measured with 16 concurrent producers on two cores: a group of 8 cost the caller
+37 µs instead of 118 µs per escalation and PostgreSQL 172 µs instead of 245 µs.
+
+The rules a lone statement keeps are kept per escalation:
+
+- **Each one commits or refuses alone.** Each escalation runs in its own subtransaction
+  (a ``BEGIN … EXCEPTION`` block): a unique rule that refuses its task (the same id, or
+  an active task for the entity) undoes its key too and reports it as refused
+  (:class:`TaskRefused`); the others of the group commit.
+- **In order.** A later escalation of a group sees the earlier ones, as if they had run
+  one after another: the same key twice is a replay of the first (or
+  ``ERR_IDEMPOTENCY_KEY_REUSED``), the same entity twice refuses the second.
+- **Anything else that fails the group** — the connection lost, a deadlock with another
+  process's group, the function missing — sends each of its escalations again alone, as
+  its own statement. That is safe to repeat: an escalation whose group did commit is
+  answered from its key, as a replay.
+
+Each process writes at most :data:`LANES` groups at a time; the next group of a lane
+gathers while its last one is written. An entity's escalations always take the same
+lane, so two groups of one process never wait on each other for an entity; over an
+idempotency key they still can (a key reused with another body), and a deadlock ends
+one group, whose escalations are then written alone. A group holds at most
+:data:`MAX_GROUP` escalations: a transaction keeps up to 64 subtransaction ids where
+other sessions' snapshots can see them, and beyond that every snapshot check has to
+look further.
+
+The function is created on first use, named after the digest of its own text: two
+versions of Signoff on one database each create and call their own, and never replace
+each other's. A process that may not create it (no ``CREATE`` on the schema) writes each
+escalation alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import orjson
+import structlog
+
+from signoff.store.oneshot import ESCALATE, Statement
+
+log = structlog.get_logger("signoff.store.grouped")
+
+#: The most escalations one group writes (and the largest group size a setting may ask).
+MAX_GROUP = 32
+
+#: Groups written at once per process. An entity's escalations always take the same
+#: lane, so two groups of one process never wait on each other for an entity.
+LANES = 2
+
+RunStatement = Callable[..., Awaitable[list[asyncpg.Record]]]
+
+
+class TaskRefused(Exception):
+    """A unique rule refused the task (the same id, or an active task for the entity);
+    its escalation was undone, key included."""
+
+
+_OUT = (
+    "item_no int, created bigint, request_fingerprint varchar, task_id uuid,"
+    " response_status int, response_body text, expires_at timestamptz, refused boolean"
+)
+
+
+def _function_body(stmt: Statement) -> str:
+    """``stmt`` (ESCALATE) with each ``$n`` read from the loop's ``item`` and the row
+    numbered: ``RETURN QUERY`` needs the data-modifying ``WITH`` at its top level."""
+    sql = stmt.sql
+    for number, name in reversed(list(enumerate(stmt.params, 1))):
+        sql = re.sub(rf"\${number}(?!\d)", f"(item->>'{name}')", sql)
+    head, select_list = " SELECT (SELECT count(*) FROM t) AS created,", " k.expires_at FROM"
+    if sql.count(head) != 1 or sql.count(select_list) != 1:
+        raise RuntimeError("the escalation statement changed shape: update store.grouped")
+    sql = sql.replace(head, " SELECT item_no, (SELECT count(*) FROM t) AS created,")
+    return sql.replace(select_list, " k.expires_at, false FROM")
+
+
+def _create_sql(name: str, body: str) -> str:
+    """The function's definition (``name`` and ``body`` are built here, never input)."""
+    return (
+        f"CREATE FUNCTION {name}(items jsonb) RETURNS TABLE ({_OUT})"  # noqa: S608
+        " LANGUAGE plpgsql VOLATILE AS $fn$\n#variable_conflict use_column\n"
+        "DECLARE item jsonb; item_no int := 0;\nBEGIN\n"
+        "  FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP\n"
+        f"    BEGIN\n      RETURN QUERY {body};\n"
+        "    EXCEPTION WHEN unique_violation THEN\n"
+        "      RETURN QUERY SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int,"
+        " NULL::text, NULL::timestamptz, true;\n    END;\n"
+        "    item_no := item_no + 1;\n  END LOOP;\nEND\n$fn$"
+    )
+
+
+_BODY = _function_body(ESCALATE)
+#: The function's name: its text's digest, so no other version's function is replaced.
+FUNCTION = (
+    "signoff_escalate_group_" + hashlib.sha256(_create_sql("f", _BODY).encode()).hexdigest()[:16]
+)
+#: One statement that creates the function unless it exists (under a transaction-scoped
+#: advisory lock, so processes starting together do not race).
+ENSURE_FUNCTION = (
+    "DO $ensure$ BEGIN PERFORM pg_advisory_xact_lock(hashtext('signoff_escalate_group'));"
+    f" IF to_regprocedure('{FUNCTION}(jsonb)') IS NULL THEN"
+    f" EXECUTE $create${_create_sql(FUNCTION, _BODY)}$create$; END IF; END $ensure$"
+)
+CALL = f"SELECT * FROM {FUNCTION}($1::jsonb)"  # noqa: S608
+
+
+@dataclass
+class _Waiting:
+    values: Mapping[str, Any]
+    answer: asyncio.Future[Mapping[str, Any]]
+
+
+@dataclass
+class _Lane:
+    """Escalations waiting for their lane's next group, and the lane's writer."""
+
+    queue: list[_Waiting] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+class EscalationGroups:
+    """This process's escalations on PostgreSQL, written in groups. ``run`` runs one
+    statement as a whole transaction (:meth:`signoff.store.database.Database.one_statement`);
+    ``size`` is the most escalations a group takes (1: each alone)."""
+
+    def __init__(self, run: RunStatement, *, size: int = MAX_GROUP, lanes: int = LANES) -> None:
+        self._run = run
+        self.size = max(1, min(size, MAX_GROUP))
+        self._lanes = [_Lane() for _ in range(max(1, lanes))]
+        self._function: bool | None = None  # None: not looked for yet; False: unusable
+
+    async def escalate(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Run ESCALATE with ``values`` (by name) in the next group; its row (the columns
+        of :data:`~signoff.store.oneshot.ESCALATE`'s). Raises :class:`TaskRefused`."""
+        if self.size == 1 or self._function is False:
+            return await self._alone(values)
+        answer: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+        entity = (values["t_entity_type"], values["t_entity_id"])
+        lane = self._lanes[hash(entity) % len(self._lanes)]
+        lane.queue.append(_Waiting(values, answer))
+        if lane.writer is None:
+            lane.writer = asyncio.create_task(self._write(lane), name="signoff-escalation-groups")
+        return await answer
+
+    async def _alone(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            rows = await self._run(ESCALATE.sql, *ESCALATE.args(values))
+        except asyncpg.UniqueViolationError:
+            raise TaskRefused from None
+        row: Mapping[str, Any] = rows[0]
+        return row
+
+    async def _write(self, lane: _Lane) -> None:
+        try:
+            while lane.queue:
+                group = [w for w in lane.queue[: self.size] if not w.answer.done()]
+                del lane.queue[: self.size]
+                try:
+                    await self._write_group(group)
+                except BaseException:  # cancelled: nobody of this group waits forever
+                    for waiting in group:
+                        waiting.answer.cancel()
+                    raise
+        finally:
+            lane.writer = None
+            for waiting in lane.queue:  # only left when the writer itself was cancelled
+                waiting.answer.cancel()
+            lane.queue.clear()
+
+    async def _write_group(self, group: list[_Waiting]) -> None:
+        rows: list[asyncpg.Record] | None = None
+        if len(group) > 1:
+            try:
+                if await self._has_function():
+                    payload = orjson.dumps(
+                        [dict(w.values) for w in group], option=orjson.OPT_NAIVE_UTC
+                    ).decode()
+                    rows = sorted(await self._run(CALL, payload), key=lambda r: r["item_no"])
+            except Exception as exc:
+                if isinstance(exc, asyncpg.UndefinedFunctionError):
+                    self._function = None  # dropped meanwhile: created again next time
+                log.warning(
+                    "escalation_group_failed",
+                    escalations=len(group),
+                    error=type(exc).__name__,
+                    detail=str(exc)[:200],
+                )
+        if rows is None or len(rows) != len(group):
+            await asyncio.gather(*(self._answer_alone(w) for w in group))
+            return
+        for waiting, row in zip(group, rows, strict=True):
+            if waiting.answer.done():
+                continue
+            if row["refused"]:
+                waiting.answer.set_exception(TaskRefused())
+            else:
+                waiting.answer.set_result(row)
+
+    async def _answer_alone(self, waiting: _Waiting) -> None:
+        try:
+            row = await self._alone(waiting.values)
+        except BaseException as exc:
+            if not waiting.answer.done():
+                waiting.answer.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            if not waiting.answer.done():
+                waiting.answer.set_result(row)
+
+    async def _has_function(self) -> bool:
+        if self._function is None:
+            try:
+                await self._run(ENSURE_FUNCTION)
+            except asyncpg.InsufficientPrivilegeError as exc:
+                log.warning("escalation_groups_off", reason=str(exc)[:200])
+                self._function = False
+            else:
+                self._function = True
+        return self._function

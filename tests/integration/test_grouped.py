@@ -1,0 +1,303 @@
+"""Group commit of escalations on PostgreSQL (signoff.store.grouped): escalations that wait
+together are written by one call of the group function, each in its own subtransaction.
+These tests form groups on purpose (escalations started in the same turn of the event
+loop join one group) and check that a group stores exactly what lone statements store,
+that later escalations of a group see the earlier ones, that a refused escalation undoes
+only itself, and that a group that cannot be written is written alone, escalation by
+escalation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import pytest
+
+from signoff.domain.clock import ManualClock
+from signoff.domain.states import Role
+from signoff.domain.tasks import Principal
+from signoff.errors import Conflict, Unprocessable
+from signoff.services import tasks as task_service
+from signoff.services.context import ServiceContext
+from signoff.settings import Settings
+from signoff.store import grouped
+from signoff.store.database import Database, create_engine
+from tests.conftest import reset_postgres
+from tests.support import escalation
+
+pytestmark = pytest.mark.postgres
+
+PRODUCER = Principal(key_id=uuid.uuid4(), principal_id="bot-groups", role=Role.PRODUCER)
+TABLES = {
+    "review_tasks": "id",
+    "idempotency_keys": "task_id",
+    "task_events": "task_id",
+    "outbox_events": "task_id",
+}
+
+
+@pytest.fixture
+def url(postgres_database: str) -> str:
+    reset_postgres(postgres_database)
+    return postgres_database
+
+
+class Recorder:
+    """The statements a group writer ran (the SQL text of each), through ``database``."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.calls: list[tuple[str, int]] = []
+
+    async def __call__(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        items = len(json.loads(args[0])) if sql == grouped.CALL else 1
+        self.calls.append((sql, items))
+        return await self.database.one_statement(sql, *args)
+
+    def groups(self) -> list[int]:
+        """The sizes of the groups written by the group function."""
+        return [items for sql, items in self.calls if sql == grouped.CALL]
+
+    def alone(self) -> int:
+        return sum(1 for sql, _ in self.calls if sql == grouped.ESCALATE.sql)
+
+
+async def _admin(url: str, sql: str) -> Any:
+    connection = await asyncpg.connect(url)
+    try:
+        if ";" in sql:  # several statements: the simple protocol, no rows
+            return await connection.execute(sql)
+        return await connection.fetch(sql)
+    finally:
+        await connection.close()
+
+
+def _context(url: str) -> tuple[ServiceContext, Recorder]:
+    settings = Settings(database_url=url, encryption_keys=None)
+    database = Database(create_engine(settings))
+    recorder = Recorder(database)
+    database.escalations = grouped.EscalationGroups(recorder, lanes=1)
+    return ServiceContext(database=database, settings=settings, clock=ManualClock()), recorder
+
+
+async def _together(context: ServiceContext, bodies: list[dict[str, Any]]) -> list[Any]:
+    """Escalate ``bodies`` in one turn of the event loop: they wait as one group."""
+    return await asyncio.gather(
+        *(task_service.escalate(context, PRODUCER, body) for body in bodies),
+        return_exceptions=True,
+    )
+
+
+async def _rows(url: str, table: str, column: str, task_id: str) -> list[dict[str, Any]]:
+    rows = await _admin(url, f"SELECT * FROM {table} WHERE {column} = '{task_id}'")
+    return [dict(row) for row in rows]
+
+
+def _comparable(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """The row with what differs by construction named, not valued."""
+    out: dict[str, Any] = {}
+    for column, value in row.items():
+        if column == "request_fingerprint":
+            value = f"<{len(value)} characters>"
+        elif column == "id" and not isinstance(value, uuid.UUID):
+            value = "<serial>"
+        text = str(value) if isinstance(value, uuid.UUID) else value
+        if isinstance(text, str):
+            for original, label in names.items():
+                text = text.replace(original, label)
+            value = text
+        out[column] = value
+    return out
+
+
+def test_a_group_stores_what_a_lone_statement_stores(url: str) -> None:
+    alone, together = escalation(), [escalation(), escalation(), escalation()]
+
+    async def run() -> dict[str, dict[str, Any]]:
+        context, recorder = _context(url)
+        try:
+            first = await task_service.escalate(context, PRODUCER, alone)
+            outcomes = await _together(context, together)
+        finally:
+            await context.database.dispose()
+        assert first.status_code == 201
+        assert [o.status_code for o in outcomes] == [201, 201, 201]
+        assert recorder.alone() == 1  # the first waited alone: a statement of its own
+        assert recorder.groups() == [3]  # the others: one call of the group function
+        found: dict[str, dict[str, Any]] = {}
+        for label, body in (("alone", alone), ("grouped", together[1])):
+            task = body["escalation_id"]
+            names = {task: "<task>", body["entity_id"]: "<entity>"}
+            names[body["idempotency_key"]] = "<key>"
+            for table, column in TABLES.items():
+                rows = await _rows(url, table, column, task)
+                assert len(rows) == 1, (table, label)
+                row = _comparable(rows[0], names)
+                if table == "outbox_events":  # event ids are random: compare their shape
+                    event_id = str(rows[0]["id"])
+                    row = {
+                        k: v.replace(event_id, "<event>") if isinstance(v, str) else v
+                        for k, v in row.items()
+                    }
+                    row["id"] = "<event>"
+                found.setdefault(label, {})[table] = row
+        return found
+
+    found = asyncio.run(run())
+    for table in TABLES:
+        assert found["alone"][table] == found["grouped"][table], table
+
+
+def test_later_escalations_of_a_group_see_the_earlier_ones(url: str) -> None:
+    first = escalation()
+    replay = dict(first)
+    reused = escalation(idempotency_key=first["idempotency_key"])  # the key, another body
+    same_entity = escalation(entity_id=first["entity_id"])
+    other = escalation()
+
+    async def run() -> None:
+        context, recorder = _context(url)
+        try:
+            outcomes = await _together(context, [first, replay, reused, same_entity, other])
+        finally:
+            await context.database.dispose()
+        assert recorder.groups() == [5]
+        assert recorder.alone() == 0  # the group itself was written, refusals and all
+        created, replayed, refused_key, refused_entity, fresh = outcomes
+        assert (created.status_code, created.replayed) == (201, False)
+        assert (replayed.status_code, replayed.replayed) == (201, True)
+        assert replayed.body == created.body
+        assert isinstance(refused_key, Unprocessable)
+        assert refused_key.error_code == "ERR_IDEMPOTENCY_KEY_REUSED"
+        assert isinstance(refused_entity, Conflict)
+        assert refused_entity.error_code == "ERR_TASK_CONFLICT"
+        assert refused_entity.extra == {"task_id": first["escalation_id"]}
+        assert (fresh.status_code, fresh.replayed) == (201, False)
+        tasks = await _admin(url, "SELECT id FROM review_tasks")
+        assert {str(r["id"]) for r in tasks} == {first["escalation_id"], other["escalation_id"]}
+        keys = await _admin(url, "SELECT idempotency_key FROM idempotency_keys")
+        # The refused escalation's key was undone with it; the others of the group stand.
+        assert {r["idempotency_key"] for r in keys} == {
+            first["idempotency_key"],
+            other["idempotency_key"],
+        }
+        events = await _admin(url, "SELECT count(*) AS n FROM outbox_events")
+        assert events[0]["n"] == 2
+
+    asyncio.run(run())
+
+
+def test_a_group_that_fails_is_written_alone_escalation_by_escalation(url: str) -> None:
+    async def run() -> None:
+        context, recorder = _context(url)
+        try:
+            outcomes = await _together(context, [escalation(), escalation()])
+            assert [o.status_code for o in outcomes] == [201, 201]
+            assert recorder.groups() == [2]
+            # The function vanishes (an operator cleaned the schema): the next group fails,
+            # and each of its escalations is written alone.
+            await _admin(url, f"DROP FUNCTION {grouped.FUNCTION}(jsonb)")
+            bodies = [escalation(), escalation(), escalation()]
+            outcomes = await _together(context, bodies)
+            assert [o.status_code for o in outcomes] == [201, 201, 201]
+            assert recorder.groups() == [2, 3]
+            assert recorder.alone() == 3
+            # The function is created again for the group after.
+            outcomes = await _together(context, [escalation(), escalation()])
+            assert [o.status_code for o in outcomes] == [201, 201]
+            assert recorder.groups() == [2, 3, 2]
+            assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 2
+        finally:
+            await context.database.dispose()
+        tasks = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
+        assert tasks[0]["n"] == 7
+
+    asyncio.run(run())
+
+
+def test_a_group_whose_commit_was_lost_is_answered_from_its_keys(url: str) -> None:
+    """The group committed, but its answer never arrived (the connection broke): each
+    escalation is sent again alone and answered from its key, as a replay."""
+    bodies = [escalation(), escalation()]
+
+    async def run() -> None:
+        context, recorder = _context(url)
+        answered = False
+
+        async def lose_the_answer(sql: str, *args: Any) -> list[asyncpg.Record]:
+            nonlocal answered
+            rows = await recorder(sql, *args)
+            if sql == grouped.CALL and not answered:
+                answered = True
+                raise asyncpg.ConnectionDoesNotExistError("connection was closed")
+            return rows
+
+        context.database.escalations = grouped.EscalationGroups(lose_the_answer, lanes=1)
+        try:
+            outcomes = await _together(context, bodies)
+        finally:
+            await context.database.dispose()
+        assert [(o.status_code, o.replayed) for o in outcomes] == [(201, True), (201, True)]
+        tasks = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
+        assert tasks[0]["n"] == 2  # written once, by the group
+
+    asyncio.run(run())
+
+
+def test_a_caller_that_gives_up_leaves_its_group_whole(url: str) -> None:
+    async def run() -> None:
+        context, recorder = _context(url)
+        try:
+            bodies = [escalation(), escalation(), escalation()]
+            calls = [
+                asyncio.ensure_future(task_service.escalate(context, PRODUCER, body))
+                for body in bodies
+            ]
+            await asyncio.sleep(0)  # all three wait in the queue now
+            calls[1].cancel()
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await context.database.dispose()
+        assert isinstance(outcomes[1], asyncio.CancelledError)
+        assert [outcomes[0].status_code, outcomes[2].status_code] == [201, 201]
+        assert recorder.groups() == [2]  # the one who gave up was not written
+        tasks = await _admin(url, "SELECT id FROM review_tasks")
+        assert str(bodies[1]["escalation_id"]) not in {str(r["id"]) for r in tasks}
+
+    asyncio.run(run())
+
+
+def test_without_the_right_to_create_the_function_each_is_written_alone(url: str) -> None:
+    role = f"signoff_plain_{uuid.uuid4().hex[:8]}"
+    database_name = url.rsplit("/", 1)[1]
+
+    async def run() -> None:
+        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
+        await _admin(url, f"CREATE ROLE {role} LOGIN")
+        try:
+            await _admin(
+                url,
+                f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
+                f" GRANT USAGE ON SCHEMA public TO {role};"
+                " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+                f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
+                f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            )
+            plain_url = url.replace("postgres@", f"{role}@", 1)
+            context, recorder = _context(plain_url)
+            try:
+                outcomes = await _together(context, [escalation(), escalation(), escalation()])
+                again = await _together(context, [escalation(), escalation()])
+            finally:
+                await context.database.dispose()
+            assert [o.status_code for o in outcomes + again] == [201] * 5
+            assert recorder.groups() == []
+            assert recorder.alone() == 5
+            assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
+        finally:
+            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+    asyncio.run(run())
