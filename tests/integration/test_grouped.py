@@ -23,7 +23,7 @@ from signoff.errors import Conflict, Unprocessable
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store import grouped
+from signoff.store import grouped, oneshot
 from signoff.store.database import Database, create_engine
 from tests.conftest import reset_postgres
 from tests.support import escalation
@@ -299,5 +299,54 @@ def test_without_the_right_to_create_the_function_each_is_written_alone(url: str
             assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
         finally:
             await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+    asyncio.run(run())
+
+
+def test_a_refusal_in_a_group_names_the_refusing_task_as_a_lone_one_would(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group function looks up the task that refused an escalation in its own
+    transaction: no second statement, and the same answer (the task is named only to the
+    producer who escalated it)."""
+    other_producer = Principal(key_id=uuid.uuid4(), principal_id="bot-other", role=Role.PRODUCER)
+    theirs, mine = escalation(), escalation()
+    asked: list[str] = []
+    real_run = oneshot.run
+
+    async def counting_run(database: Any, stmt: Any, values: Any) -> Any:
+        asked.append(stmt.name)
+        return await real_run(database, stmt, values)
+
+    monkeypatch.setattr(oneshot, "run", counting_run)
+
+    async def run() -> None:
+        context, recorder = _context(url)
+        try:
+            await task_service.escalate(context, other_producer, theirs)
+            await task_service.escalate(context, PRODUCER, mine)
+            outcomes = await _together(
+                context,
+                [
+                    escalation(entity_id=theirs["entity_id"]),  # another producer's entity
+                    escalation(entity_id=mine["entity_id"]),  # my own entity
+                    escalation(escalation_id=mine["escalation_id"]),  # my own id
+                    escalation(),
+                ],
+            )
+        finally:
+            await context.database.dispose()
+        assert recorder.groups() == [4]
+        assert recorder.alone() == 2  # the two escalations before the group
+        refused_theirs, refused_entity, refused_id, created = outcomes
+        assert isinstance(refused_theirs, Conflict)
+        assert refused_theirs.extra == {}  # another producer's task is not named
+        assert isinstance(refused_entity, Conflict)
+        assert refused_entity.extra == {"task_id": mine["escalation_id"]}
+        assert isinstance(refused_id, Conflict)
+        assert refused_id.extra == {"task_id": mine["escalation_id"]}
+        assert "already exists" in str(refused_id)
+        assert created.status_code == 201
+        assert "task_conflict" not in asked  # looked up inside the group's transaction
 
     asyncio.run(run())

@@ -287,12 +287,14 @@ async def _escalate_in_one_step(
             record = await ctx.database.escalations.escalate(values)
         else:
             record = await ctx.database.sqlite_script(lite.escalate(values))
-    except grouped.TaskRefused:
-        refused = await oneshot.run(
-            ctx.database,
-            oneshot.TASK_CONFLICT,
-            {"t_id": task.id, "entity_type": task.entity_type, "entity_id": task.entity_id},
-        )
+    except grouped.TaskRefused as refusal:
+        refused = refusal.refusing
+        if not refusal.looked:  # written alone: ask which task refused it
+            refused = await oneshot.run(
+                ctx.database,
+                oneshot.TASK_CONFLICT,
+                {"t_id": task.id, "entity_type": task.entity_type, "entity_id": task.entity_id},
+            )
         if refused is None:  # the refusing task is gone already (resolved meanwhile)
             raise _conflict(task, same_id=False) from None
         raise _conflict(

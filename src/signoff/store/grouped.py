@@ -51,7 +51,7 @@ import asyncpg
 import orjson
 import structlog
 
-from signoff.store.oneshot import ESCALATE, Statement
+from signoff.store.oneshot import ESCALATE, TASK_CONFLICT, Statement
 
 log = structlog.get_logger("signoff.store.grouped")
 
@@ -67,26 +67,55 @@ RunStatement = Callable[..., Awaitable[list[asyncpg.Record]]]
 
 class TaskRefused(Exception):
     """A unique rule refused the task (the same id, or an active task for the entity);
-    its escalation was undone, key included."""
+    its escalation was undone, key included. ``looked``: the task that refused it was
+    looked for already, in the same transaction; ``refusing`` is then its ``id``,
+    ``producer_id`` and ``same_id`` (as :data:`~signoff.store.oneshot.TASK_CONFLICT`
+    answers), or ``None`` when it is gone already."""
+
+    def __init__(self, refusing: Mapping[str, Any] | None = None, *, looked: bool = False):
+        super().__init__("task refused")
+        self.refusing = refusing
+        self.looked = looked
 
 
 _OUT = (
     "item_no int, created bigint, request_fingerprint varchar, task_id uuid,"
-    " response_status int, response_body text, expires_at timestamptz, refused boolean"
+    " response_status int, response_body text, expires_at timestamptz, refused boolean,"
+    " refusing_id uuid, refusing_producer text, refusing_same_id boolean"
 )
 
 
-def _function_body(stmt: Statement) -> str:
-    """``stmt`` (ESCALATE) with each ``$n`` read from the loop's ``item`` and the row
-    numbered: ``RETURN QUERY`` needs the data-modifying ``WITH`` at its top level."""
+def _read_from_item(stmt: Statement, names: Mapping[str, str] | None = None) -> str:
+    """``stmt``'s text with each ``$n`` read from the loop's ``item`` (``names`` renames a
+    parameter to the item's key)."""
     sql = stmt.sql
     for number, name in reversed(list(enumerate(stmt.params, 1))):
-        sql = re.sub(rf"\${number}(?!\d)", f"(item->>'{name}')", sql)
+        key = (names or {}).get(name, name)
+        sql = re.sub(rf"\${number}(?!\d)", f"(item->>'{key}')", sql)
+    return sql
+
+
+def _function_body(stmt: Statement) -> str:
+    """ESCALATE read from ``item``, its row numbered: ``RETURN QUERY`` needs the
+    data-modifying ``WITH`` at its top level."""
+    sql = _read_from_item(stmt)
     head, select_list = " SELECT (SELECT count(*) FROM t) AS created,", " k.expires_at FROM"
     if sql.count(head) != 1 or sql.count(select_list) != 1:
         raise RuntimeError("the escalation statement changed shape: update store.grouped")
     sql = sql.replace(head, " SELECT item_no, (SELECT count(*) FROM t) AS created,")
-    return sql.replace(select_list, " k.expires_at, false FROM")
+    return sql.replace(
+        select_list, " k.expires_at, false, NULL::uuid, NULL::text, NULL::boolean FROM"
+    )
+
+
+#: After a refusal: which task refused it (TASK_CONFLICT, from the escalation's own task).
+_REFUSED = (
+    "SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"  # noqa: S608
+    " NULL::timestamptz, true, c.id, c.producer_id, c.same_id FROM (SELECT 1) AS one"
+    " LEFT JOIN ("
+    + _read_from_item(TASK_CONFLICT, {"entity_type": "t_entity_type", "entity_id": "t_entity_id"})
+    + ") AS c ON true"
+)
 
 
 def _create_sql(name: str, body: str) -> str:
@@ -98,8 +127,7 @@ def _create_sql(name: str, body: str) -> str:
         "  FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP\n"
         f"    BEGIN\n      RETURN QUERY {body};\n"
         "    EXCEPTION WHEN unique_violation THEN\n"
-        "      RETURN QUERY SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int,"
-        " NULL::text, NULL::timestamptz, true;\n    END;\n"
+        f"      RETURN QUERY {_REFUSED};\n    END;\n"
         "    item_no := item_no + 1;\n  END LOOP;\nEND\n$fn$"
     )
 
@@ -207,7 +235,14 @@ class EscalationGroups:
             if waiting.answer.done():
                 continue
             if row["refused"]:
-                waiting.answer.set_exception(TaskRefused())
+                refusing = None
+                if row["refusing_id"] is not None:
+                    refusing = {
+                        "id": row["refusing_id"],
+                        "producer_id": row["refusing_producer"],
+                        "same_id": row["refusing_same_id"],
+                    }
+                waiting.answer.set_exception(TaskRefused(refusing, looked=True))
             else:
                 waiting.answer.set_result(row)
 
