@@ -51,6 +51,7 @@ import asyncpg
 import orjson
 import structlog
 
+from signoff.store.availability import database_unavailable
 from signoff.store.oneshot import ESCALATE, TASK_CONFLICT, Statement
 
 log = structlog.get_logger("signoff.store.grouped")
@@ -222,12 +223,13 @@ class EscalationGroups:
             except Exception as exc:
                 if isinstance(exc, asyncpg.UndefinedFunctionError):
                     self._function = None  # dropped meanwhile: created again next time
-                log.warning(
-                    "escalation_group_failed",
-                    escalations=len(group),
-                    error=type(exc).__name__,
-                    detail=str(exc)[:200],
-                )
+                if not database_unavailable(exc):  # an outage: each request reports it
+                    log.warning(
+                        "escalation_group.failed",
+                        escalations=len(group),
+                        error=type(exc).__name__,
+                        detail=str(exc)[:200],
+                    )
         if rows is None or len(rows) != len(group):
             await asyncio.gather(*(self._answer_alone(w) for w in group))
             return
@@ -263,7 +265,7 @@ class EscalationGroups:
             try:
                 await self._run(ENSURE_FUNCTION)
             except asyncpg.InsufficientPrivilegeError as exc:
-                log.warning("escalation_groups_off", reason=str(exc)[:200])
+                log.warning("escalation_group.off", reason=str(exc)[:200])
                 self._function = False
             else:
                 self._function = True
