@@ -43,9 +43,10 @@ def test_a_batch_is_split_below_the_payload_limit() -> None:
 def test_a_busy_process_sends_a_batch_at_most_once_a_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What commits while a batch is being sent goes in the next batch, which waits for
-    the rest of the window; a process that went quiet sends its next change at once."""
-    first, second, third, later = (uuid.uuid4() for _ in range(4))
+    """What commits while a batch is being sent goes in the next batch; a batch starts at
+    least a window after the one before (also when the sender had stopped in between);
+    a process that went quiet for a window sends its next change at once."""
+    first, second, third, later, quiet = (uuid.uuid4() for _ in range(5))
     sent: list[str] = []
     waits: list[float] = []
     real_sleep = asyncio.sleep
@@ -71,10 +72,16 @@ def test_a_busy_process_sends_a_batch_at_most_once_a_window(
         assert [parse_payload(s.split("'")[1]) for s in sent] == [[first], [second, third]]
         assert len(waits) == 1
         assert 0 < waits[0] <= announce.COALESCE_SECONDS
-        announcer.announce([later])  # quiet since: sent at once, no wait
+        announcer.announce([later])  # right after a batch: waits for the window too
         await announcer.drain()
         assert parse_payload(sent[-1].split("'")[1]) == [later]
-        assert len(waits) == 1
+        assert len(waits) == 2
+        assert 0 < waits[1] <= announce.COALESCE_SECONDS
+        await real_sleep(announce.COALESCE_SECONDS * 2)  # quiet for a while
+        announcer.announce([quiet])
+        await announcer.drain()
+        assert parse_payload(sent[-1].split("'")[1]) == [quiet]
+        assert len(waits) == 2  # sent at once
 
     asyncio.run(run())
 

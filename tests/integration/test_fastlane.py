@@ -12,7 +12,8 @@ import pytest
 from fastapi.telemetry._asgi import ExceptionTelemetryMiddleware
 
 from signoff.api.routes import tasks as tasks_routes
-from tests.support import LiveServer, escalation
+from signoff.bootstrap import prepare_database
+from tests.support import LiveServer, escalation, run
 
 
 def test_hot_routes_are_served_by_the_lane(
@@ -152,3 +153,32 @@ def test_an_unexpected_error_in_a_hot_route_is_a_500_and_the_server_goes_on(
         assert producer.escalate(escalation()).status_code == 201
     # The failed request was measured like any other, under its route.
     assert _escalations_measured(server) == measured + 2
+
+
+def test_a_middleware_the_short_way_does_not_know_sees_hot_requests_too(
+    make_settings,
+    clock,  # type: ignore[no-untyped-def]
+) -> None:
+    seen: list[str] = []
+
+    class Watching:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    settings = make_settings()
+    run(prepare_database(settings, clock=clock))
+    server = LiveServer(settings, clock)
+    server.app.add_middleware(Watching)
+    server.start()
+    try:
+        with server.new_client("producer", "bot-watched") as producer:
+            seen.clear()
+            assert producer.escalate(escalation()).status_code == 201
+        assert seen == ["/tasks/escalate"]
+    finally:
+        server.stop()

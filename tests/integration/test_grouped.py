@@ -45,6 +45,10 @@ def url(postgres_database: str) -> str:
     return postgres_database
 
 
+def _is_group_call(sql: str) -> bool:
+    return sql.startswith("SELECT * FROM ") and grouped.FUNCTION in sql
+
+
 class Recorder:
     """The statements a group writer ran (the SQL text of each), through ``database``."""
 
@@ -53,13 +57,13 @@ class Recorder:
         self.calls: list[tuple[str, int]] = []
 
     async def __call__(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        items = len(json.loads(args[0])) if sql == grouped.CALL else 1
+        items = len(json.loads(args[0])) if _is_group_call(sql) else 1
         self.calls.append((sql, items))
         return await self.database.one_statement(sql, *args)
 
     def groups(self) -> list[int]:
         """The sizes of the groups written by the group function."""
-        return [items for sql, items in self.calls if sql == grouped.CALL]
+        return [items for sql, items in self.calls if _is_group_call(sql)]
 
     def alone(self) -> int:
         return sum(1 for sql, _ in self.calls if sql == grouped.ESCALATE.sql)
@@ -230,7 +234,7 @@ def test_a_group_whose_commit_was_lost_is_answered_from_its_keys(url: str) -> No
         async def lose_the_answer(sql: str, *args: Any) -> list[asyncpg.Record]:
             nonlocal answered
             rows = await recorder(sql, *args)
-            if sql == grouped.CALL and not answered:
+            if _is_group_call(sql) and not answered:
                 answered = True
                 raise asyncpg.ConnectionDoesNotExistError("connection was closed")
             return rows
@@ -270,23 +274,30 @@ def test_a_caller_that_gives_up_leaves_its_group_whole(url: str) -> None:
     asyncio.run(run())
 
 
+async def _plain_role(url: str, role: str, *, may_create: bool) -> str:
+    """A login role that may read and write the tables (and create in the schema only if
+    ``may_create``); its database URL."""
+    database_name = url.rsplit("/", 1)[1]
+    await _admin(url, f"CREATE ROLE {role} LOGIN")
+    await _admin(
+        url,
+        f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
+        f" GRANT USAGE ON SCHEMA public TO {role};"
+        " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+        + (f" GRANT CREATE ON SCHEMA public TO {role};" if may_create else "")
+        + f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
+        f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+    )
+    return url.replace("postgres@", f"{role}@", 1)
+
+
 def test_without_the_right_to_create_the_function_each_is_written_alone(url: str) -> None:
     role = f"signoff_plain_{uuid.uuid4().hex[:8]}"
-    database_name = url.rsplit("/", 1)[1]
 
     async def run() -> None:
         await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
-        await _admin(url, f"CREATE ROLE {role} LOGIN")
         try:
-            await _admin(
-                url,
-                f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
-                f" GRANT USAGE ON SCHEMA public TO {role};"
-                " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
-                f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
-                f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-            )
-            plain_url = url.replace("postgres@", f"{role}@", 1)
+            plain_url = await _plain_role(url, role, may_create=False)
             context, recorder = _context(plain_url)
             try:
                 outcomes = await _together(context, [escalation(), escalation(), escalation()])
@@ -299,6 +310,183 @@ def test_without_the_right_to_create_the_function_each_is_written_alone(url: str
             assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
         finally:
             await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+    asyncio.run(run())
+
+
+def test_a_function_of_that_name_owned_by_another_role_is_never_called(url: str) -> None:
+    """Where PUBLIC may create in the schema, another role could create the function
+    first (its name is in the source): Signoff calls only a function its own role owns."""
+    role = f"signoff_other_{uuid.uuid4().hex[:8]}"
+
+    async def run() -> None:
+        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
+        try:
+            other_url = await _plain_role(url, role, may_create=True)
+            planted = (
+                f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb)"
+                f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
+                " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
+                " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
+                " FROM jsonb_array_elements(items)'"
+            )
+            await _admin(other_url, planted)
+            context, recorder = _context(url)
+            try:
+                outcomes = await _together(context, [escalation(), escalation(), escalation()])
+            finally:
+                await context.database.dispose()
+            assert [o.status_code for o in outcomes] == [201] * 3
+            assert recorder.groups() == []  # never called: each was written alone
+            assert recorder.alone() == 3
+            stored = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
+            assert stored[0]["n"] == 3
+        finally:
+            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+    asyncio.run(run())
+
+
+def test_when_the_function_may_not_be_called_groups_turn_off(url: str) -> None:
+    role = f"signoff_noexec_{uuid.uuid4().hex[:8]}"
+
+    async def run() -> None:
+        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
+        try:
+            plain_url = await _plain_role(url, role, may_create=True)
+            context, _ = _context(plain_url)
+            try:  # the role creates (and owns) the function
+                created = await _together(context, [escalation(), escalation()])
+                assert [o.status_code for o in created] == [201, 201]
+            finally:
+                await context.database.dispose()
+            await _admin(
+                url, f"REVOKE EXECUTE ON FUNCTION {grouped.FUNCTION}(jsonb) FROM PUBLIC, {role}"
+            )
+            context, recorder = _context(plain_url)
+            try:
+                first = await _together(context, [escalation(), escalation()])
+                second = await _together(context, [escalation(), escalation()])
+            finally:
+                await context.database.dispose()
+            assert [o.status_code for o in first + second] == [201] * 4
+            assert recorder.groups() == [2]  # tried once, refused: off from then on
+            assert recorder.alone() == 4
+        finally:
+            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+    asyncio.run(run())
+
+
+def _seconds(setting: str) -> float:
+    """A PostgreSQL duration setting (``1s``, ``200ms``) in seconds."""
+    if setting.endswith("ms"):
+        return float(setting[:-2]) / 1000
+    if setting.endswith("s"):
+        return float(setting[:-1])
+    return float(setting) / 1000
+
+
+async def _lock_waiters(url: str, at_least: int) -> None:
+    """Until ``at_least`` sessions of this database wait on a lock."""
+    sql = (
+        "SELECT count(*) AS n FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    for _ in range(2000):
+        if (await _admin(url, sql))[0]["n"] >= at_least:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"fewer than {at_least} sessions ever waited on a lock")
+
+
+def test_a_locked_key_holds_up_its_own_escalation_not_its_group(url: str) -> None:
+    """A session holds an escalation's idempotency key in an open transaction: that
+    escalation waits (as it would alone), and the rest of its group is written and
+    answered meanwhile."""
+    blocked, others = escalation(), [escalation(), escalation()]
+
+    async def run() -> None:
+        context, recorder = _context(url)
+        holder = await asyncpg.connect(url)
+        try:
+            holding = holder.transaction()
+            await holding.start()
+            await holder.execute(
+                "INSERT INTO idempotency_keys (producer_id, idempotency_key,"
+                " request_fingerprint, task_id, response_status, response_body, created_at,"
+                " expires_at) VALUES ($1, $2, 'x', gen_random_uuid(), 201, '{}', now(),"
+                " now() + interval '1 day')",
+                PRODUCER.principal_id,
+                blocked["idempotency_key"],
+            )
+            calls = [
+                asyncio.ensure_future(task_service.escalate(context, PRODUCER, body))
+                for body in [others[0], blocked, others[1]]
+            ]
+            answered = await asyncio.wait_for(asyncio.gather(calls[0], calls[2]), timeout=60)
+            assert [o.status_code for o in answered] == [201, 201]
+            assert not calls[1].done()  # still waiting for the holder, alone
+            await _lock_waiters(url, 1)
+            await holding.rollback()
+            late = await asyncio.wait_for(calls[1], timeout=60)
+            assert (late.status_code, late.replayed) == (201, False)
+        finally:
+            await holder.close()
+            await context.database.dispose()
+        assert recorder.groups() == [3]
+        assert recorder.alone() == 1  # the one that met the lock
+
+    asyncio.run(run())
+
+
+def test_a_group_and_a_lone_statement_never_deadlock(url: str) -> None:
+    """Process A writes ``b2`` alone (its key, then its task); process B writes the group
+    ``[b, b2]`` (``b`` and ``b2`` share an entity). Were B's group to wait for A's key
+    while holding the entity, and A to wait for the entity, PostgreSQL would end one of
+    them with a deadlock error (a 500). The group gives up the lock wait instead, and
+    ``b2`` is written alone after it: both answers are the entity's conflict."""
+    b = escalation()
+    b2 = escalation(entity_id=b["entity_id"])
+
+    async def run() -> None:
+        lone, _ = _context(url)
+        lone.database.escalations = grouped.EscalationGroups(lone.database.one_statement, size=1)
+        group, recorder = _context(url)
+        await task_service.escalate(group, PRODUCER, escalation())  # a row to copy
+        holder = await asyncpg.connect(url)
+        try:
+            holding = holder.transaction()
+            await holding.start()
+            # The holder takes b2's task id, so A stops between b2's key and its task.
+            await holder.execute(
+                "INSERT INTO review_tasks SELECT (jsonb_populate_record(NULL::review_tasks,"
+                " to_jsonb(t) || jsonb_build_object('id', $1::text, 'entity_id', 'held',"
+                " 'idempotency_key', 'held'))).* FROM review_tasks AS t LIMIT 1",
+                b2["escalation_id"],
+            )
+            from_a = asyncio.ensure_future(_together(lone, [b2]))
+            await _lock_waiters(url, 1)  # A holds b2's key and waits on the holder
+            from_b = asyncio.ensure_future(_together(group, [b, b2]))
+            await _lock_waiters(url, 2)  # B's b2 waits on A's key
+            # Let B's deadlock check pass while A still waits on the holder: were B's
+            # group still holding the entity, A would be the one to find the cycle.
+            timeout = await _admin(url, "SELECT current_setting('deadlock_timeout') AS t")
+            await asyncio.sleep(_seconds(timeout[0]["t"]) + 0.3)
+            await holding.rollback()
+            (a_answer,) = await asyncio.wait_for(from_a, timeout=60)
+            b_answers = await asyncio.wait_for(from_b, timeout=60)
+        finally:
+            await holder.close()
+            await lone.database.dispose()
+            await group.database.dispose()
+        assert isinstance(a_answer, Conflict), a_answer  # not a deadlock's error
+        assert a_answer.extra == {"task_id": b["escalation_id"]}
+        created, refused = b_answers
+        assert created.status_code == 201
+        assert isinstance(refused, Conflict), refused
+        assert recorder.groups() == [2]
+        assert recorder.alone() == 2  # the first escalation, then b2 after the group
 
     asyncio.run(run())
 

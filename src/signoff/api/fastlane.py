@@ -19,8 +19,8 @@ server to log), then :class:`~signoff.api.latency.LatencyMiddleware` and
 :class:`~signoff.api.guard.TextGuard` — before this lane. FastAPI's other layers do
 nothing for these requests: the app sets no body-size limit of FastAPI's own (Signoff's
 limit is read with the body) and no telemetry. When FastAPI's native OpenTelemetry
-telemetry is switched on, every request takes the whole stack, as before, and meets this
-lane inside it.
+telemetry is switched on, or a middleware the short way does not know was added, every
+request takes the whole stack, as before, and meets this lane inside it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -161,14 +162,19 @@ class SignoffAPI(FastAPI):
     the module's text). Its :class:`FastLane` middleware must be added."""
 
     _hot_stack: ASGIApp | None = None
+    _hot_stack_built = False
     _telemetry_seen: bool | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if match(scope) is None or self._telemetry_on():
             await super().__call__(scope, receive, send)
             return
-        if self._hot_stack is None:
+        if not self._hot_stack_built:
             self._hot_stack = self._build_hot_stack()
+            self._hot_stack_built = True
+        if self._hot_stack is None:  # a middleware it does not know: the whole stack
+            await super().__call__(scope, receive, send)
+            return
         scope["app"] = self
         await self._hot_stack(scope, receive, send)
 
@@ -182,15 +188,28 @@ class SignoffAPI(FastAPI):
             self._telemetry_seen = telemetry is not None and bool(telemetry.enabled())
         return self._telemetry_seen
 
-    def _build_hot_stack(self) -> ASGIApp:
-        lanes = [m for m in self.user_middleware if getattr(m, "cls", None) is FastLane]
-        if len(lanes) != 1:
+    def _build_hot_stack(self) -> ASGIApp | None:
+        """The short way, or ``None`` when a middleware was added that it does not know
+        (it might have something to do for these requests too)."""
+        added = [getattr(m, "cls", None) for m in self.user_middleware]
+        if added.count(FastLane) != 1:
             raise RuntimeError("SignoffAPI needs its FastLane middleware, added once")
+        if any(cls not in _KNOWN_MIDDLEWARE for cls in added):
+            return None
         lane = FastLane(_no_route, fastapi_app=self)
         handler = self.exception_handlers.get(500) or self.exception_handlers.get(Exception)
         return ServerErrorMiddleware(
             LatencyMiddleware(TextGuard(lane)), handler=handler, debug=self.debug
         )
+
+
+#: The middleware the app adds, and what each does for a hot request: the lane serves it,
+#: the text guard and the latency metric are in the short way too, and the console's
+#: session middleware (single sign-on) has nothing to do for requests that authenticate
+#: with an API key.
+_KNOWN_MIDDLEWARE: frozenset[Any] = frozenset(
+    {FastLane, TextGuard, LatencyMiddleware, SessionMiddleware}
+)
 
 
 async def _no_route(scope: Scope, receive: Receive, send: Send) -> None:

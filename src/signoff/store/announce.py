@@ -81,6 +81,8 @@ class Announcer:
         self._running: asyncio.Task[None] | None = None
         self.sent = 0
         """Notifying transactions sent (tests read it)."""
+        self._last_batch_at = float("-inf")
+        """When the last batch started (the event loop's clock)."""
 
     def announce(self, task_ids: Iterable[uuid.UUID]) -> None:
         """Queue ``task_ids`` (already committed) for the next batch. Needs a running loop."""
@@ -104,9 +106,13 @@ class Announcer:
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
         while self._pending:
+            # At most one batch per window: what commits until then joins this one.
+            wait = self._last_batch_at + COALESCE_SECONDS - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
             batch = list(self._pending)
             self._pending.clear()
-            started = loop.time()
+            self._last_batch_at = loop.time()
             try:
                 async with asyncio.timeout(SEND_SECONDS):
                     await self._send(notify_sql(batch))
@@ -114,5 +120,3 @@ class Announcer:
             except Exception as exc:  # a hint lost: the others poll
                 event = "announce.unavailable" if database_unavailable(exc) else "announce.failed"
                 log.warning(event, tasks=len(batch), error=repr(exc)[:300])
-            if self._pending:  # busy: let the next batch gather for the rest of the window
-                await asyncio.sleep(COALESCE_SECONDS - (loop.time() - started))

@@ -18,24 +18,29 @@ The rules a lone statement keeps are kept per escalation:
 - **In order.** A later escalation of a group sees the earlier ones, as if they had run
   one after another: the same key twice is a replay of the first (or
   ``ERR_IDEMPOTENCY_KEY_REUSED``), the same entity twice refuses the second.
-- **Anything else that fails the group** — the connection lost, a deadlock with another
-  process's group, the function missing — sends each of its escalations again alone, as
-  its own statement. That is safe to repeat: an escalation whose group did commit is
-  answered from its key, as a replay.
+- **No waiting while holding others' rows.** An escalation that waits more than
+  :data:`LOCK_WAIT` for a row another transaction holds (its key or its entity, being
+  written by another process, or held by any session) is undone and written alone once
+  its group has committed. A group therefore never waits on others while it holds the
+  rows of its earlier escalations: it cannot deadlock with another group or with a lone
+  statement (which takes one key, then one task), and a lock that is never released
+  holds up one escalation, as it would alone, not its group and the lane behind it.
+- **Anything else that fails the group** — the connection lost, the function missing —
+  sends each of its escalations again alone, as its own statement. That is safe to
+  repeat: an escalation whose group did commit is answered from its key, as a replay.
 
 Each process writes at most :data:`LANES` groups at a time; the next group of a lane
 gathers while its last one is written. An entity's escalations always take the same
-lane, so two groups of one process never wait on each other for an entity; over an
-idempotency key they still can (a key reused with another body), and a deadlock ends
-one group, whose escalations are then written alone. A group holds at most
-:data:`MAX_GROUP` escalations: a transaction keeps up to 64 subtransaction ids where
-other sessions' snapshots can see them, and beyond that every snapshot check has to
-look further.
+lane. A group holds at most :data:`MAX_GROUP` escalations: a transaction keeps up to 64
+subtransaction ids where other sessions' snapshots can see them, and beyond that every
+snapshot check has to look further.
 
-The function is created on first use, named after the digest of its own text: two
-versions of Signoff on one database each create and call their own, and never replace
-each other's. A process that may not create it (no ``CREATE`` on the schema) writes each
-escalation alone.
+The function is created on first use, under an advisory lock, named after the digest of
+its own text: two versions of Signoff on one database each create and call their own,
+and never replace each other's. It is called by its schema-qualified name, and only if
+the role Signoff connects as owns it: where PUBLIC may create in the schema, another
+role could create a function of that name first (the name is in the source). A role
+that may not create it, or may not call it, writes each escalation alone.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import orjson
@@ -82,8 +87,15 @@ class TaskRefused(Exception):
 _OUT = (
     "item_no int, created bigint, request_fingerprint varchar, task_id uuid,"
     " response_status int, response_body text, expires_at timestamptz, refused boolean,"
-    " refusing_id uuid, refusing_producer text, refusing_same_id boolean"
+    " refusing_id uuid, refusing_producer text, refusing_same_id boolean, busy boolean"
 )
+
+#: The longest an escalation in a group waits for a row lock held by another transaction
+#: (a key or an entity that another process is writing, or a session holds): then it is
+#: undone and written alone after its group. A group therefore never waits on others
+#: while holding its earlier escalations' rows — no deadlock with another group or a
+#: lone statement, and a stuck lock holds up one escalation, not a group and its lane.
+LOCK_WAIT = "10ms"
 
 
 def _read_from_item(stmt: Statement, names: Mapping[str, str] | None = None) -> str:
@@ -105,17 +117,24 @@ def _function_body(stmt: Statement) -> str:
         raise RuntimeError("the escalation statement changed shape: update store.grouped")
     sql = sql.replace(head, " SELECT item_no, (SELECT count(*) FROM t) AS created,")
     return sql.replace(
-        select_list, " k.expires_at, false, NULL::uuid, NULL::text, NULL::boolean FROM"
+        select_list, " k.expires_at, false, NULL::uuid, NULL::text, NULL::boolean, false FROM"
     )
 
 
 #: After a refusal: which task refused it (TASK_CONFLICT, from the escalation's own task).
 _REFUSED = (
     "SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"  # noqa: S608
-    " NULL::timestamptz, true, c.id, c.producer_id, c.same_id FROM (SELECT 1) AS one"
+    " NULL::timestamptz, true, c.id, c.producer_id, c.same_id, false FROM (SELECT 1) AS one"
     " LEFT JOIN ("
     + _read_from_item(TASK_CONFLICT, {"entity_type": "t_entity_type", "entity_id": "t_entity_id"})
     + ") AS c ON true"
+)
+
+
+#: An escalation that waited too long for a lock: undone, to be written alone.
+_BUSY = (
+    "SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
+    " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, true"
 )
 
 
@@ -123,12 +142,15 @@ def _create_sql(name: str, body: str) -> str:
     """The function's definition (``name`` and ``body`` are built here, never input)."""
     return (
         f"CREATE FUNCTION {name}(items jsonb) RETURNS TABLE ({_OUT})"  # noqa: S608
-        " LANGUAGE plpgsql VOLATILE AS $fn$\n#variable_conflict use_column\n"
+        f" LANGUAGE plpgsql VOLATILE SET lock_timeout = '{LOCK_WAIT}'"
+        " AS $fn$\n#variable_conflict use_column\n"
         "DECLARE item jsonb; item_no int := 0;\nBEGIN\n"
         "  FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP\n"
         f"    BEGIN\n      RETURN QUERY {body};\n"
         "    EXCEPTION WHEN unique_violation THEN\n"
-        f"      RETURN QUERY {_REFUSED};\n    END;\n"
+        f"      RETURN QUERY {_REFUSED};\n"
+        "    WHEN lock_not_available OR deadlock_detected THEN\n"
+        f"      RETURN QUERY {_BUSY};\n    END;\n"
         "    item_no := item_no + 1;\n  END LOOP;\nEND\n$fn$"
     )
 
@@ -145,7 +167,19 @@ ENSURE_FUNCTION = (
     f" IF to_regprocedure('{FUNCTION}(jsonb)') IS NULL THEN"
     f" EXECUTE $create${_create_sql(FUNCTION, _BODY)}$create$; END IF; END $ensure$"
 )
-CALL = f"SELECT * FROM {FUNCTION}($1::jsonb)"  # noqa: S608
+#: Where the function is and whether this role owns it. A function of that name owned by
+#: anyone else (planted where PUBLIC may create) is never called.
+FIND_FUNCTION = (
+    "SELECT n.nspname, p.proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)"  # noqa: S608
+    " AS ours FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+    f" WHERE p.oid = to_regprocedure('{FUNCTION}(jsonb)')"
+)
+
+
+def call_sql(schema: str) -> str:
+    """The call of the function in ``schema`` (quoted as an identifier)."""
+    quoted = '"' + schema.replace('"', '""') + '"'
+    return f"SELECT * FROM {quoted}.{FUNCTION}($1::jsonb)"  # noqa: S608
 
 
 @dataclass
@@ -171,7 +205,9 @@ class EscalationGroups:
         self._run = run
         self.size = max(1, min(size, MAX_GROUP))
         self._lanes = [_Lane() for _ in range(max(1, lanes))]
-        self._function: bool | None = None  # None: not looked for yet; False: unusable
+        #: The call of the function; ``None``: not looked for yet; ``False``: groups off.
+        self._function: str | Literal[False] | None = None
+        self._looking = asyncio.Lock()
 
     async def escalate(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """Run ESCALATE with ``values`` (by name) in the next group; its row (the columns
@@ -215,28 +251,24 @@ class EscalationGroups:
         rows: list[asyncpg.Record] | None = None
         if len(group) > 1:
             try:
-                if await self._has_function():
+                call = await self._call()
+                if call is not None:
                     payload = orjson.dumps(
                         [dict(w.values) for w in group], option=orjson.OPT_NAIVE_UTC
                     ).decode()
-                    rows = sorted(await self._run(CALL, payload), key=lambda r: r["item_no"])
+                    rows = sorted(await self._run(call, payload), key=lambda r: r["item_no"])
             except Exception as exc:
-                if isinstance(exc, asyncpg.UndefinedFunctionError):
-                    self._function = None  # dropped meanwhile: created again next time
-                if not database_unavailable(exc):  # an outage: each request reports it
-                    log.warning(
-                        "escalation_group.failed",
-                        escalations=len(group),
-                        error=type(exc).__name__,
-                        detail=str(exc)[:200],
-                    )
+                self._failed(exc, len(group))
         if rows is None or len(rows) != len(group):
             await asyncio.gather(*(self._answer_alone(w) for w in group))
             return
+        busy = []
         for waiting, row in zip(group, rows, strict=True):
             if waiting.answer.done():
                 continue
-            if row["refused"]:
+            if row["busy"]:  # it waited too long for a lock: written alone, now
+                busy.append(waiting)
+            elif row["refused"]:
                 refusing = None
                 if row["refusing_id"] is not None:
                     refusing = {
@@ -247,6 +279,23 @@ class EscalationGroups:
                 waiting.answer.set_exception(TaskRefused(refusing, looked=True))
             else:
                 waiting.answer.set_result(row)
+        if busy:
+            await asyncio.gather(*(self._answer_alone(w) for w in busy))
+
+    def _failed(self, exc: Exception, escalations: int) -> None:
+        """A group that could not be written as one (its escalations go alone)."""
+        if isinstance(exc, asyncpg.UndefinedFunctionError):
+            self._function = None  # dropped meanwhile: looked for again next time
+        elif isinstance(exc, asyncpg.InsufficientPrivilegeError):
+            self._off(f"may not call {FUNCTION}: {exc}")  # EXECUTE revoked
+            return
+        if not database_unavailable(exc):  # an outage: each request reports it
+            log.warning(
+                "escalation_group.failed",
+                escalations=escalations,
+                error=type(exc).__name__,
+                detail=str(exc)[:200],
+            )
 
     async def _answer_alone(self, waiting: _Waiting) -> None:
         try:
@@ -260,13 +309,27 @@ class EscalationGroups:
             if not waiting.answer.done():
                 waiting.answer.set_result(row)
 
-    async def _has_function(self) -> bool:
+    async def _call(self) -> str | None:
+        """The statement that calls the function, once it is known to be this role's own
+        (created if missing); ``None`` when groups are off."""
         if self._function is None:
-            try:
-                await self._run(ENSURE_FUNCTION)
-            except asyncpg.InsufficientPrivilegeError as exc:
-                log.warning("escalation_group.off", reason=str(exc)[:200])
-                self._function = False
-            else:
-                self._function = True
-        return self._function
+            async with self._looking:
+                if self._function is None:
+                    await self._find_function()
+        return self._function or None
+
+    async def _find_function(self) -> None:
+        try:
+            await self._run(ENSURE_FUNCTION)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            self._off(str(exc))
+            return
+        rows = await self._run(FIND_FUNCTION)
+        if not rows or not rows[0]["ours"]:
+            self._off(f"{FUNCTION} belongs to another role")
+            return
+        self._function = call_sql(rows[0]["nspname"])
+
+    def _off(self, reason: str) -> None:
+        log.warning("escalation_group.off", reason=reason[:200])
+        self._function = False
