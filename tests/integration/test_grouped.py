@@ -26,17 +26,12 @@ from signoff.settings import Settings
 from signoff.store import grouped, oneshot
 from signoff.store.database import Database, create_engine
 from tests.conftest import reset_postgres
+from tests.integration.test_lite import TABLES  # the tables an escalation writes
 from tests.support import escalation
 
 pytestmark = pytest.mark.postgres
 
 PRODUCER = Principal(key_id=uuid.uuid4(), principal_id="bot-groups", role=Role.PRODUCER)
-TABLES = {
-    "review_tasks": "id",
-    "idempotency_keys": "task_id",
-    "task_events": "task_id",
-    "outbox_events": "task_id",
-}
 
 
 @pytest.fixture
