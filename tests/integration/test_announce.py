@@ -39,7 +39,6 @@ def test_a_batch_is_split_below_the_payload_limit() -> None:
     assert parse_payload("not-a-uuid," + str(ids[0])) == [ids[0]]
 
 
-@pytest.mark.postgres
 def test_a_busy_process_sends_a_batch_at_most_once_a_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -49,35 +48,38 @@ def test_a_busy_process_sends_a_batch_at_most_once_a_window(
     first, second, third, later, quiet = (uuid.uuid4() for _ in range(5))
     sent: list[str] = []
     waits: list[float] = []
+    now = [100.0]  # the announcer's clock, moved by the test and by its waits only
     real_sleep = asyncio.sleep
 
-    async def record_wait(seconds: float) -> None:
+    async def wait(seconds: float) -> None:
         waits.append(seconds)
+        now[0] += seconds
         await real_sleep(0)
 
-    monkeypatch.setattr(announce.asyncio, "sleep", record_wait)
+    monkeypatch.setattr(announce.asyncio, "sleep", wait)
 
     async def run() -> None:
         announcer: announce.Announcer
 
         async def send(sql: str) -> None:
             sent.append(sql)
+            now[0] += 0.001  # a batch takes a millisecond
             if len(sent) == 1:  # two more commits while the first batch is on its way
                 announcer.announce([second])
                 announcer.announce([third])
 
-        announcer = announce.Announcer(send)
+        announcer = announce.Announcer(send, clock=lambda: now[0])
         announcer.announce([first])
         await announcer.drain()
         assert [parse_payload(s.split("'")[1]) for s in sent] == [[first], [second, third]]
-        assert len(waits) == 1
-        assert 0 < waits[0] <= announce.COALESCE_SECONDS
-        announcer.announce([later])  # right after a batch: waits for the window too
+        # The second batch waits for the rest of the window the first one started.
+        assert waits == [pytest.approx(announce.COALESCE_SECONDS - 0.001)]
+        now[0] += 0.002
+        announcer.announce([later])  # soon after a batch: waits for the window too
         await announcer.drain()
         assert parse_payload(sent[-1].split("'")[1]) == [later]
-        assert len(waits) == 2
-        assert 0 < waits[1] <= announce.COALESCE_SECONDS
-        await real_sleep(announce.COALESCE_SECONDS * 2)  # quiet for a while
+        assert waits[1] == pytest.approx(announce.COALESCE_SECONDS - 0.003)
+        now[0] += announce.COALESCE_SECONDS  # quiet for a window
         announcer.announce([quiet])
         await announcer.drain()
         assert parse_payload(sent[-1].split("'")[1]) == [quiet]
@@ -86,6 +88,7 @@ def test_a_busy_process_sends_a_batch_at_most_once_a_window(
     asyncio.run(run())
 
 
+@pytest.mark.postgres
 def test_another_process_hears_every_committed_task(postgres_database: str) -> None:
     settings = Settings(database_url=postgres_database)
     tasks = [uuid.uuid4() for _ in range(IDS_PER_NOTIFICATION + 50)]

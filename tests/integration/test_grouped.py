@@ -9,8 +9,10 @@ escalation."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -269,42 +271,50 @@ def test_a_caller_that_gives_up_leaves_its_group_whole(url: str) -> None:
     asyncio.run(run())
 
 
-async def _plain_role(url: str, role: str, *, may_create: bool) -> str:
-    """A login role that may read and write the tables (and create in the schema only if
-    ``may_create``); its database URL."""
+@contextlib.asynccontextmanager
+async def _role(url: str, *, may_create: bool) -> AsyncIterator[tuple[str, str]]:
+    """A fresh login role that may read and write the tables, and create in the schema
+    only if ``may_create``, on a database where the group function does not exist yet:
+    its name and its database URL. Dropped afterwards, with what it owns."""
+    role = f"signoff_role_{uuid.uuid4().hex[:8]}"
     database_name = url.rsplit("/", 1)[1]
+    await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
     await _admin(url, f"CREATE ROLE {role} LOGIN")
-    await _admin(
-        url,
-        f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
-        f" GRANT USAGE ON SCHEMA public TO {role};"
-        " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
-        + (f" GRANT CREATE ON SCHEMA public TO {role};" if may_create else "")
-        + f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
-        f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-    )
-    return url.replace("postgres@", f"{role}@", 1)
+    try:
+        await _admin(
+            url,
+            f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
+            f" GRANT USAGE ON SCHEMA public TO {role};"
+            " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+            + (f" GRANT CREATE ON SCHEMA public TO {role};" if may_create else "")
+            + f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
+            f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+        )
+        yield role, url.replace("postgres@", f"{role}@", 1)
+    finally:
+        await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+
+async def _escalate_as(url: str, *groups: list[dict[str, Any]]) -> tuple[list[Any], Recorder]:
+    """Escalate each of ``groups`` together, one group after the other, through a fresh
+    process's database connection to ``url``: all outcomes, and what was run."""
+    context, recorder = _context(url)
+    try:
+        outcomes = [o for group in groups for o in await _together(context, group)]
+    finally:
+        await context.database.dispose()
+    return outcomes, recorder
 
 
 def test_without_the_right_to_create_the_function_each_is_written_alone(url: str) -> None:
-    role = f"signoff_plain_{uuid.uuid4().hex[:8]}"
-
     async def run() -> None:
-        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
-        try:
-            plain_url = await _plain_role(url, role, may_create=False)
-            context, recorder = _context(plain_url)
-            try:
-                outcomes = await _together(context, [escalation(), escalation(), escalation()])
-                again = await _together(context, [escalation(), escalation()])
-            finally:
-                await context.database.dispose()
-            assert [o.status_code for o in outcomes + again] == [201] * 5
-            assert recorder.groups() == []
-            assert recorder.alone() == 5
-            assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
-        finally:
-            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+        async with _role(url, may_create=False) as (_, plain_url):
+            bodies = [escalation() for _ in range(5)]
+            outcomes, recorder = await _escalate_as(plain_url, bodies[:3], bodies[3:])
+        assert [o.status_code for o in outcomes] == [201] * 5
+        assert recorder.groups() == []
+        assert recorder.alone() == 5
+        assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
 
     asyncio.run(run())
 
@@ -312,63 +322,41 @@ def test_without_the_right_to_create_the_function_each_is_written_alone(url: str
 def test_a_function_of_that_name_owned_by_another_role_is_never_called(url: str) -> None:
     """Where PUBLIC may create in the schema, another role could create the function
     first (its name is in the source): Signoff calls only a function its own role owns."""
-    role = f"signoff_other_{uuid.uuid4().hex[:8]}"
+    planted = (
+        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb)"
+        f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
+        " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
+        " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
+        " FROM jsonb_array_elements(items)'"
+    )
 
     async def run() -> None:
-        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
-        try:
-            other_url = await _plain_role(url, role, may_create=True)
-            planted = (
-                f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb)"
-                f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
-                " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
-                " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
-                " FROM jsonb_array_elements(items)'"
-            )
+        async with _role(url, may_create=True) as (_, other_url):
             await _admin(other_url, planted)
-            context, recorder = _context(url)
-            try:
-                outcomes = await _together(context, [escalation(), escalation(), escalation()])
-            finally:
-                await context.database.dispose()
-            assert [o.status_code for o in outcomes] == [201] * 3
-            assert recorder.groups() == []  # never called: each was written alone
-            assert recorder.alone() == 3
+            outcomes, recorder = await _escalate_as(url, [escalation() for _ in range(3)])
             stored = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
-            assert stored[0]["n"] == 3
-        finally:
-            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+        assert [o.status_code for o in outcomes] == [201] * 3
+        assert recorder.groups() == []  # never called: each was written alone
+        assert recorder.alone() == 3
+        assert stored[0]["n"] == 3
 
     asyncio.run(run())
 
 
 def test_when_the_function_may_not_be_called_groups_turn_off(url: str) -> None:
-    role = f"signoff_noexec_{uuid.uuid4().hex[:8]}"
-
     async def run() -> None:
-        await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
-        try:
-            plain_url = await _plain_role(url, role, may_create=True)
-            context, _ = _context(plain_url)
-            try:  # the role creates (and owns) the function
-                created = await _together(context, [escalation(), escalation()])
-                assert [o.status_code for o in created] == [201, 201]
-            finally:
-                await context.database.dispose()
+        async with _role(url, may_create=True) as (role, plain_url):
+            # The role creates (and owns) the function, then loses the right to call it.
+            created, _ = await _escalate_as(plain_url, [escalation(), escalation()])
+            assert [o.status_code for o in created] == [201, 201]
             await _admin(
                 url, f"REVOKE EXECUTE ON FUNCTION {grouped.FUNCTION}(jsonb) FROM PUBLIC, {role}"
             )
-            context, recorder = _context(plain_url)
-            try:
-                first = await _together(context, [escalation(), escalation()])
-                second = await _together(context, [escalation(), escalation()])
-            finally:
-                await context.database.dispose()
-            assert [o.status_code for o in first + second] == [201] * 4
-            assert recorder.groups() == [2]  # tried once, refused: off from then on
-            assert recorder.alone() == 4
-        finally:
-            await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
+            bodies = [escalation() for _ in range(4)]
+            outcomes, recorder = await _escalate_as(plain_url, bodies[:2], bodies[2:])
+        assert [o.status_code for o in outcomes] == [201] * 4
+        assert recorder.groups() == [2]  # tried once, refused: off from then on
+        assert recorder.alone() == 4
 
     asyncio.run(run())
 
@@ -380,6 +368,27 @@ def _seconds(setting: str) -> float:
     if setting.endswith("s"):
         return float(setting[:-1])
     return float(setting) / 1000
+
+
+class _Holder:
+    """Another session with an open transaction that holds what its statement wrote."""
+
+    def __init__(self, connection: asyncpg.Connection, transaction: Any) -> None:
+        self._connection, self._transaction = connection, transaction
+
+    async def rollback(self) -> None:
+        await self._transaction.rollback()
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+
+async def _holder(url: str, sql: str, *args: Any) -> _Holder:
+    connection = await asyncpg.connect(url)
+    transaction = connection.transaction()
+    await transaction.start()
+    await connection.execute(sql, *args)
+    return _Holder(connection, transaction)
 
 
 async def _lock_waiters(url: str, at_least: int) -> None:
@@ -403,18 +412,16 @@ def test_a_locked_key_holds_up_its_own_escalation_not_its_group(url: str) -> Non
 
     async def run() -> None:
         context, recorder = _context(url)
-        holder = await asyncpg.connect(url)
+        holder = await _holder(
+            url,
+            "INSERT INTO idempotency_keys (producer_id, idempotency_key, request_fingerprint,"
+            " task_id, response_status, response_body, created_at, expires_at)"
+            " VALUES ($1, $2, 'x', gen_random_uuid(), 201, '{}', now(),"
+            " now() + interval '1 day')",
+            PRODUCER.principal_id,
+            blocked["idempotency_key"],
+        )
         try:
-            holding = holder.transaction()
-            await holding.start()
-            await holder.execute(
-                "INSERT INTO idempotency_keys (producer_id, idempotency_key,"
-                " request_fingerprint, task_id, response_status, response_body, created_at,"
-                " expires_at) VALUES ($1, $2, 'x', gen_random_uuid(), 201, '{}', now(),"
-                " now() + interval '1 day')",
-                PRODUCER.principal_id,
-                blocked["idempotency_key"],
-            )
             calls = [
                 asyncio.ensure_future(task_service.escalate(context, PRODUCER, body))
                 for body in [others[0], blocked, others[1]]
@@ -423,7 +430,7 @@ def test_a_locked_key_holds_up_its_own_escalation_not_its_group(url: str) -> Non
             assert [o.status_code for o in answered] == [201, 201]
             assert not calls[1].done()  # still waiting for the holder, alone
             await _lock_waiters(url, 1)
-            await holding.rollback()
+            await holder.rollback()
             late = await asyncio.wait_for(calls[1], timeout=60)
             assert (late.status_code, late.replayed) == (201, False)
         finally:
@@ -449,17 +456,15 @@ def test_a_group_and_a_lone_statement_never_deadlock(url: str) -> None:
         lone.database.escalations = grouped.EscalationGroups(lone.database.one_statement, size=1)
         group, recorder = _context(url)
         await task_service.escalate(group, PRODUCER, escalation())  # a row to copy
-        holder = await asyncpg.connect(url)
+        # The holder takes b2's task id, so A stops between b2's key and its task.
+        holder = await _holder(
+            url,
+            "INSERT INTO review_tasks SELECT (jsonb_populate_record(NULL::review_tasks,"
+            " to_jsonb(t) || jsonb_build_object('id', $1::text, 'entity_id', 'held',"
+            " 'idempotency_key', 'held'))).* FROM review_tasks AS t LIMIT 1",
+            b2["escalation_id"],
+        )
         try:
-            holding = holder.transaction()
-            await holding.start()
-            # The holder takes b2's task id, so A stops between b2's key and its task.
-            await holder.execute(
-                "INSERT INTO review_tasks SELECT (jsonb_populate_record(NULL::review_tasks,"
-                " to_jsonb(t) || jsonb_build_object('id', $1::text, 'entity_id', 'held',"
-                " 'idempotency_key', 'held'))).* FROM review_tasks AS t LIMIT 1",
-                b2["escalation_id"],
-            )
             from_a = asyncio.ensure_future(_together(lone, [b2]))
             await _lock_waiters(url, 1)  # A holds b2's key and waits on the holder
             from_b = asyncio.ensure_future(_together(group, [b, b2]))
@@ -468,7 +473,7 @@ def test_a_group_and_a_lone_statement_never_deadlock(url: str) -> None:
             # group still holding the entity, A would be the one to find the cycle.
             timeout = await _admin(url, "SELECT current_setting('deadlock_timeout') AS t")
             await asyncio.sleep(_seconds(timeout[0]["t"]) + 0.3)
-            await holding.rollback()
+            await holder.rollback()
             (a_answer,) = await asyncio.wait_for(from_a, timeout=60)
             b_answers = await asyncio.wait_for(from_b, timeout=60)
         finally:

@@ -326,7 +326,7 @@ class EscalationGroups:
             return
         rows = await self._run(FIND_FUNCTION)
         if not rows or not rows[0]["ours"]:
-            self._off(f"{FUNCTION} belongs to another role")
+            self._off(f"{FUNCTION} is missing or belongs to another role")
             return
         self._function = call_sql(rows[0]["nspname"])
 
