@@ -114,8 +114,18 @@ def _comparable(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _documented() -> dict[str, Any]:
+    """An escalation whose every JSON document is its own (a summary and metadata that
+    name its entity): a group that put one escalation's text in another's row shows."""
+    body = escalation()
+    entity = body["entity_id"]
+    body["summary"] = {"recommendation": "REJECT", "rationale": f"{entity} looks wrong"}
+    body["metadata"] = {"ticket": entity}
+    return body
+
+
 def test_a_group_stores_what_a_lone_statement_stores(url: str) -> None:
-    alone, together = escalation(), [escalation(), escalation(), escalation()]
+    alone, together = _documented(), [_documented(), _documented(), _documented()]
 
     async def run() -> dict[str, dict[str, Any]]:
         context, recorder = _context(url)
@@ -129,7 +139,8 @@ def test_a_group_stores_what_a_lone_statement_stores(url: str) -> None:
         assert recorder.alone() == 1  # the first waited alone: a statement of its own
         assert recorder.groups() == [3]  # the others: one call of the group function
         found: dict[str, dict[str, Any]] = {}
-        for label, body in (("alone", alone), ("grouped", together[1])):
+        labelled = [("alone", alone)] + [(f"grouped {n}", body) for n, body in enumerate(together)]
+        for label, body in labelled:
             task = body["escalation_id"]
             names = {task: "<task>", body["entity_id"]: "<entity>"}
             names[body["idempotency_key"]] = "<key>"
@@ -148,8 +159,9 @@ def test_a_group_stores_what_a_lone_statement_stores(url: str) -> None:
         return found
 
     found = asyncio.run(run())
-    for table in TABLES:
-        assert found["alone"][table] == found["grouped"][table], table
+    for label in ("grouped 0", "grouped 1", "grouped 2"):
+        for table in TABLES:
+            assert found["alone"][table] == found[label][table], (label, table)
 
 
 def test_later_escalations_of_a_group_see_the_earlier_ones(url: str) -> None:
@@ -200,7 +212,7 @@ def test_a_group_that_fails_is_written_alone_escalation_by_escalation(url: str) 
             assert recorder.groups() == [2]
             # The function vanishes (an operator cleaned the schema): the next group fails,
             # and each of its escalations is written alone.
-            await _admin(url, f"DROP FUNCTION {grouped.FUNCTION}(jsonb)")
+            await _admin(url, f"DROP FUNCTION {grouped.FUNCTION}{grouped.SIGNATURE}")
             bodies = [escalation(), escalation(), escalation()]
             outcomes = await _together(context, bodies)
             assert [o.status_code for o in outcomes] == [201, 201, 201]
@@ -278,7 +290,7 @@ async def _role(url: str, *, may_create: bool) -> AsyncIterator[tuple[str, str]]
     its name and its database URL. Dropped afterwards, with what it owns."""
     role = f"signoff_role_{uuid.uuid4().hex[:8]}"
     database_name = url.rsplit("/", 1)[1]
-    await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}(jsonb)")
+    await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}{grouped.SIGNATURE}")
     await _admin(url, f"CREATE ROLE {role} LOGIN")
     try:
         await _admin(
@@ -323,7 +335,7 @@ def test_a_function_of_that_name_owned_by_another_role_is_never_called(url: str)
     """Where PUBLIC may create in the schema, another role could create the function
     first (its name is in the source): Signoff calls only a function its own role owns."""
     planted = (
-        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb)"
+        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb, texts text[])"
         f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
         " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
         " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
@@ -349,9 +361,8 @@ def test_when_the_function_may_not_be_called_groups_turn_off(url: str) -> None:
             # The role creates (and owns) the function, then loses the right to call it.
             created, _ = await _escalate_as(plain_url, [escalation(), escalation()])
             assert [o.status_code for o in created] == [201, 201]
-            await _admin(
-                url, f"REVOKE EXECUTE ON FUNCTION {grouped.FUNCTION}(jsonb) FROM PUBLIC, {role}"
-            )
+            function = f"{grouped.FUNCTION}{grouped.SIGNATURE}"
+            await _admin(url, f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC, {role}")
             bodies = [escalation() for _ in range(4)]
             outcomes, recorder = await _escalate_as(plain_url, bodies[:2], bodies[2:])
         assert [o.status_code for o in outcomes] == [201] * 4

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from signoff.metrics import REQUEST_SECONDS
+from signoff.metrics import REQUEST_SECONDS, child
 
 
 class LatencyMiddleware:
@@ -25,6 +25,6 @@ class LatencyMiddleware:
             await self.app(scope, receive, send)
         finally:
             route: Any = scope.get("route")
-            REQUEST_SECONDS.labels(scope["method"], getattr(route, "path", "-")).observe(
+            child(REQUEST_SECONDS, scope["method"], getattr(route, "path", "-")).observe(
                 time.perf_counter() - started
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Protocol
 
 
@@ -51,6 +52,16 @@ def rfc3339(moment: datetime | None) -> str | None:
     """Render an aware datetime as RFC 3339 in UTC with a ``Z`` suffix and microseconds."""
     if moment is None:
         return None
+    if moment.tzinfo is None:  # local wall time: not cached (a fold may render apart)
+        return _rfc3339.__wrapped__(moment)
+    return _rfc3339(moment)
+
+
+@lru_cache(maxsize=64)
+def _rfc3339(moment: datetime) -> str:
+    # Cached: a new task writes the same instant three or four times (created, updated,
+    # its event), and two aware datetimes are equal only when they are the same
+    # instant, which renders the same text.
     utc = moment.astimezone(UTC)
     if utc.year < 1000:  # strftime writes such years unpadded; keep that
         return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

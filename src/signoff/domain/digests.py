@@ -28,19 +28,29 @@ def _plain(value: Any) -> bool:
     ``0.000001`` in RFC 8785), in objects whose keys are ASCII
     (sorted by UTF-8 bytes, as orjson sorts, which is then the UTF-16 order RFC 8785
     prescribes) and arrays. Anything else goes to the reference implementation."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
-    if kind is float:
-        # orjson writes [1e-6, 1e-5) with an exponent where ECMAScript does not.
-        return math.isfinite(value) and not value.is_integer() and not 1e-6 <= abs(value) < 1e-5
-    if kind is dict:
-        return all(type(k) is str and k.isascii() and _plain(v) for k, v in value.items())
-    if kind is list:
-        return all(_plain(item) for item in value)
-    return False
+    pending = [value]  # a loop, not recursion: this runs on every escalation's body
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+        elif kind is int:
+            if not -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
+                return False
+        elif kind is float:
+            # orjson writes [1e-6, 1e-5) with an exponent where ECMAScript does not.
+            if not math.isfinite(item) or item.is_integer() or 1e-6 <= abs(item) < 1e-5:
+                return False
+        else:
+            return False
+    return True
 
 
 def canonical_json(value: Any) -> bytes:

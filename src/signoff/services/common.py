@@ -12,7 +12,7 @@ from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, can_read, task_view
 from signoff.errors import task_not_found
-from signoff.metrics import TRANSITIONS
+from signoff.metrics import TRANSITIONS, child
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import trail
@@ -72,7 +72,7 @@ async def record_transition(
 
 def note_transition(step: Transition, task: Task, principal: Principal) -> None:
     """The metric and the log line of a committed (or committing) transition."""
-    TRANSITIONS.labels(step.event_type).inc()
+    child(TRANSITIONS, step.event_type).inc()
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
     )

@@ -19,7 +19,7 @@ import structlog
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import FieldError, NotFound, Unauthenticated, validation_error
-from signoff.metrics import API_KEY_CACHE
+from signoff.metrics import API_KEY_CACHE, child
 from signoff.services.context import ServiceContext
 from signoff.store import keys as key_store
 
@@ -74,9 +74,9 @@ async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
     cache = ctx.database.key_cache
     principal = cache.get(key_hash)
     if principal is not None:
-        API_KEY_CACHE.labels("hit").inc()
+        child(API_KEY_CACHE, "hit").inc()
         return principal
-    API_KEY_CACHE.labels("miss").inc()
+    child(API_KEY_CACHE, "miss").inc()
     generation = cache.generation
     async with ctx.database.transaction(write=False) as uow:
         principal = await key_store.find_principal_by_key_hash(uow.connection, key_hash)

@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column
@@ -94,26 +95,34 @@ def task_from_record(record: Mapping[str, Any]) -> Task:
     return Task(**values)
 
 
+#: The columns a task carries (the rest, such as ``idempotency_key``, start empty), read
+#: in one call; and the row every new task starts from, in column order.
+_ON_TASK = tuple(c.name for c in TASK_COLUMNS if c.name in _TASK_FIELDS)
+_read_task = attrgetter(*_ON_TASK)
+_EMPTY_ROW: dict[str, Any] = dict.fromkeys(c.name for c in TASK_COLUMNS)
+
+
 def task_values(task: Task, idempotency_key: str) -> dict[str, Any]:
     """The one place that turns a new task into its ``review_tasks`` row (every column;
     JSON still as values). Both engines' escalation paths insert exactly this."""
-    row = {c.name: getattr(task, c.name, None) for c in TASK_COLUMNS}
+    row = _EMPTY_ROW.copy()
+    row.update(zip(_ON_TASK, _read_task(task), strict=True))
     row["status"] = task.status.value
     row["idempotency_key"] = idempotency_key
     return row
 
 
-_TASK_PARAMS = tuple((c.name, f"t_{c.name}", c.name in JSON_COLUMNS) for c in TASK_COLUMNS)
+_PARAM_NAMES = tuple(f"t_{c.name}" for c in TASK_COLUMNS)
+_JSON_PARAMS = tuple(f"t_{c.name}" for c in TASK_COLUMNS if c.name in JSON_COLUMNS)
 
 
 def task_params(task: Task, idempotency_key: str) -> dict[str, Any]:
     """:func:`task_values` as the escalation statements' ``t_<column>`` parameters, JSON
     columns encoded as stored."""
-    row = task_values(task, idempotency_key)
-    return {
-        param: encode_json(row[name]) if is_json else row[name]
-        for name, param, is_json in _TASK_PARAMS
-    }
+    params = dict(zip(_PARAM_NAMES, task_values(task, idempotency_key).values(), strict=True))
+    for name in _JSON_PARAMS:
+        params[name] = encode_json(params[name])
+    return params
 
 
 # --- SQL fragments, all from the transition table -------------------------------------
