@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from signoff.domain.clock import ManualClock
+from signoff.domain.json_output import compact_json
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
 from signoff.errors import Conflict, Unprocessable
@@ -335,7 +336,7 @@ def test_a_function_of_that_name_owned_by_another_role_is_never_called(url: str)
     """Where PUBLIC may create in the schema, another role could create the function
     first (its name is in the source): Signoff calls only a function its own role owns."""
     planted = (
-        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb, texts text[])"
+        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb, joined text)"
         f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
         " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
         " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
@@ -549,3 +550,22 @@ def test_a_refusal_in_a_group_names_the_refusing_task_as_a_lone_one_would(
         assert "task_conflict" not in asked  # looked up inside the group's transaction
 
     asyncio.run(run())
+
+
+def test_the_texts_of_a_group_travel_joined_and_never_hold_the_separator() -> None:
+    """JSON text as Signoff writes it never holds the separator (JSON escapes control
+    characters), so the joined texts split back exactly; a text that would not split
+    back makes the group refuse to form (its escalations are then written alone)."""
+    texts = {
+        name: compact_json({"name": name, "odd": "\x1e\x00\n"}) for name in grouped.TEXT_PARAMS
+    }
+    assert not any(grouped.SEPARATOR in text for text in texts.values())
+    values = texts | dict.fromkeys(grouped.ITEM_PARAMS, "v") | {"t_resolution_payload": None}
+    items, joined = grouped.group_arguments([values, values])
+    parts = joined.split(grouped.SEPARATOR)
+    expected = [texts[name] if values[name] is not None else "" for name in grouped.TEXT_PARAMS]
+    assert parts == expected * 2
+    assert json.loads(items) == [["v"] * len(grouped.ITEM_PARAMS)] * 2
+    for bad in ("", '{"a":"\x1e"}'):
+        with pytest.raises(ValueError, match="cannot travel in a group"):
+            grouped.group_arguments([values | {"details": bad}])

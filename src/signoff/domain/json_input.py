@@ -92,8 +92,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def has_lone_surrogate(text: str) -> bool:
-    """Whether ``text`` holds a UTF-16 surrogate on its own (unencodable as UTF-8)."""
-    return _SURROGATE.search(text) is not None
+    """Whether ``text`` holds a UTF-16 surrogate on its own (unencodable as UTF-8). An
+    ASCII text cannot (``isascii`` reads a flag the string keeps; the search reads it all)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def _problems(value: Any, path: str, depth: int = 0) -> Iterator[FieldError]:
