@@ -21,7 +21,8 @@ Workloads (docs/benchmarks.md states the targets):
   side by side (``bench/peers.py``, unless ``--no-peers``), pgqueuer and procrastinate
   doing enqueue → dequeue → ack of a job the size of Signoff's task with 16 workers,
   each as a ratio to the same pgbench figure.
-* ``w3``: the storm (70 % new, 20 % replays, 10 % new keys for an entity already queued):
+* ``w3``: the storm (70 % new, 20 % replays, 10 % new keys for an entity already queued),
+  in W1's turns (after each W1 run):
   rate against W1's, 5xx count, and tasks in the table against 201s created.
 * ``w4``: webhook callbacks (bench/webhooks.py's receiver in its own process, on
   127.0.0.1, subscribed to ``task.resolved``; each workload on a database of its own).
@@ -280,6 +281,21 @@ def _py_spy(service: Service, path: Path | None, seconds: int) -> subprocess.Pop
     )
 
 
+def _storm(db: str, url: str, producer: str, seconds: int) -> dict[str, Any]:
+    """One W3 run: the storm's figures, the tasks it added and how many of them had no
+    idempotency key of their own (``extra_tasks``: must be 0)."""
+    tasks = "SELECT count(*) FROM review_tasks"
+    keys = "SELECT count(*) FROM idempotency_keys"
+    before = count(db, tasks), count(db, keys)
+    storm = wrk(url, "escalate.lua", producer, "storm", connections=16, seconds=seconds)
+    storm["tasks_added"] = count(db, tasks) - before[0]
+    # Every task has exactly one idempotency key; replays and refused escalations add
+    # none. (wrk stops counting responses at the deadline, so ``created`` may miss the
+    # last in-flight requests: compare with keys, not with it.)
+    storm["extra_tasks"] = storm["tasks_added"] - (count(db, keys) - before[1])
+    return storm
+
+
 def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
     with contextlib.ExitStack() as stack:
         db = stack.enter_context(fresh_pg_database("signoff_bench_run"))
@@ -306,17 +322,19 @@ def _run_pg_workloads(
     url = service.base_url
     wrk(url, "escalate.lua", producer, "new", connections=4, seconds=2)  # warm-up
     if "w1" in wanted or "w3" in wanted:
-        # W1 and pgbench take turns, W1_PAIRS times, each for half of --seconds: on a
-        # shared host the machine's speed drifts within a minute, and one W1 run against
-        # one pgbench run a few seconds later measured that drift as much as Signoff.
+        # W1, W3 (when asked) and pgbench take turns, W1_PAIRS times, each for half of
+        # --seconds: on a shared host the machine's speed drifts within a minute, and one
+        # run against another a few seconds later measured that drift as much as Signoff.
         segment = max(2, round(seconds / 2))
-        pairs = []
+        pairs, storms = [], []
         for turn in range(W1_PAIRS):
             profiler = _py_spy(service, args.profile, segment) if turn == 0 else None
             http = wrk(url, "escalate.lua", producer, "new", connections=16, seconds=segment)
             if profiler is not None:
                 profiler.wait(timeout=120)
                 results["profile"] = profile_summary(args.profile)
+            if "w3" in wanted:
+                storms.append(_storm(db, url, producer, segment))
             pairs.append((http, pgbench(db, pgbench_insert_row(), clients=16, seconds=segment)))
         w1, row = _merged([h for h, _ in pairs]), _merged([r for _, r in pairs])
         results["w1"] = {"http": w1, "pgbench_row": row}
@@ -331,19 +349,12 @@ def _run_pg_workloads(
             url, "escalate.lua", producer, "new", str(delay), connections=16, seconds=seconds
         )
         print(json.dumps({"w1": results["w1"]}), flush=True)
-    if "w3" in wanted:
-        tasks = "SELECT count(*) FROM review_tasks"
-        keys = "SELECT count(*) FROM idempotency_keys"
-        before = count(db, tasks), count(db, keys)
-        w3 = wrk(url, "escalate.lua", producer, "storm", connections=16, seconds=seconds)
-        w3["tasks_added"] = count(db, tasks) - before[0]
-        # Every task has exactly one idempotency key; replays and refused escalations
-        # add none. (wrk stops counting responses at the deadline, so ``created`` may
-        # miss the last in-flight requests: compare with keys, not with it.)
-        w3["extra_tasks"] = w3["tasks_added"] - (count(db, keys) - before[1])
-        w3["ratio_to_w1"] = round(w3["rate_per_s"] / results["w1"]["http"]["rate_per_s"], 3)
-        results["w3"] = w3
-        print(json.dumps({"w3": w3}), flush=True)
+        if storms:
+            w3 = _merged(storms)
+            w3["ratio_to_w1"] = round(w3["rate_per_s"] / w1["rate_per_s"], 3)
+            w3["turns"] = [_ratio(storm, h) for storm, (h, _) in zip(storms, pairs, strict=True)]
+            results["w3"] = w3
+            print(json.dumps({"w3": w3}), flush=True)
     if "w2" in wanted:
         psql(db, "UPDATE review_tasks SET status = 'RESOLVED' WHERE status <> 'RESOLVED'")
         seed_tasks(db, args.cycle_tasks, "bench-bot")
@@ -913,6 +924,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"| W3 storm | {w3['rate_per_s']}/s, 5xx {w3['server_errors']}, extra tasks"
             f" {w3['extra_tasks']} | W1 | **{w3['ratio_to_w1']}×** | ≥ 0.9× | {w3['load']} |"
         )
+        turns = ", ".join(f"{ratio}×" for ratio in w3.get("turns", []))
+        lines.append(f"| W3, each turn | {turns} | | | | |")
     if "w4" in results:
         lines += w4_rows(results["w4"])
     if "growth" in results:
