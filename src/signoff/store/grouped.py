@@ -105,8 +105,9 @@ LOCK_WAIT = "10ms"
 #: by :data:`SEPARATOR` that the function splits once into its ``texts`` array: inside the
 #: items' JSON each would be a string whose every quote is escaped, which PostgreSQL then
 #: unescaped character by character (7 % of the function's time). (Not a text array
-#: parameter: asyncpg checks each element of one against three abstract base classes in
-#: Python, about a microsecond per element.)
+#: parameter: asyncpg checks each element of one against abstract base classes, in
+#: Python: 58 such checks for a group of four; without them the driver's CPU per call
+#: fell from 86–88 µs to 64–74 µs.)
 TEXT_PARAMS: tuple[str, ...] = tuple(
     name
     for name in ESCALATE.params
