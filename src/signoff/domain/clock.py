@@ -9,7 +9,7 @@ differ between statements of a test). Tests swap :class:`SystemClock` for
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Protocol
 
@@ -52,17 +52,21 @@ def rfc3339(moment: datetime | None) -> str | None:
     """Render an aware datetime as RFC 3339 in UTC with a ``Z`` suffix and microseconds."""
     if moment is None:
         return None
-    if moment.tzinfo is None:  # local wall time: not cached (a fold may render apart)
-        return _rfc3339.__wrapped__(moment)
-    return _rfc3339(moment)
+    if type(moment.tzinfo) is not timezone:
+        # Naive, or a zone with daylight saving time: two wall times that differ only in
+        # ``fold`` compare equal there yet are different instants, so never cached.
+        return _render(moment)
+    return _cached(moment)
 
 
-@lru_cache(maxsize=64)
-def _rfc3339(moment: datetime) -> str:
-    # Cached: a new task writes the same instant three or four times (created, updated,
-    # its event), and two aware datetimes are equal only when they are the same
-    # instant, which renders the same text.
+def _render(moment: datetime) -> str:
     utc = moment.astimezone(UTC)
     if utc.year < 1000:  # strftime writes such years unpadded; keep that
         return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return utc.isoformat(timespec="microseconds")[:-6] + "Z"  # half strftime's cost
+
+
+#: A new task writes the same instant three or four times (created, updated, its event).
+#: With a fixed offset (UTC, as the clock and the database give them) two equal
+#: datetimes are one instant, which renders one text.
+_cached = lru_cache(maxsize=64)(_render)
