@@ -228,7 +228,7 @@ def count(database: str, sql: str) -> int:
     return int(psql(database, sql))
 
 
-#: How many times W1 and pgbench take turns (see ``_run_pg_workloads``).
+#: How many times W1, W3 and pgbench take turns (see ``_run_pg_workloads``).
 W1_PAIRS = 3
 
 
