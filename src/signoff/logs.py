@@ -24,13 +24,40 @@ def redact(text: str) -> str:
     return _RESUME_PATH.sub(REDACTED_PATH, text) if "/r/" in text else text
 
 
+def _redacted(value: Any) -> Any:
+    """``value`` with every text in it redacted: strings, and the strings inside dicts,
+    lists and tuples at any depth (new containers; the caller's are left as they are)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {_redacted(k): _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item) for item in value]
+    return value
+
+
 def _redact_event(
     _logger: Any, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     for key, value in event.items():
         if isinstance(value, str):
             event[key] = redact(value)
+        elif isinstance(value, dict | list | tuple):
+            event[key] = _redacted(value)
     return event
+
+
+class _Redacting:
+    """A renderer whose text is redacted once more: on a terminal the console renderer
+    formats a traceback itself, after the processors have run. (A class, not a closure:
+    uvicorn hands the server's log configuration to its worker processes by pickling.)"""
+
+    def __init__(self, renderer: structlog.typing.Processor) -> None:
+        self.renderer = renderer
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        rendered = self.renderer(logger, method, event)
+        return redact(rendered) if isinstance(rendered, str) else rendered
 
 
 def _json_bytes(value: Any, **options: Any) -> bytes:
@@ -54,7 +81,7 @@ def configure_logging(level: str = "info") -> None:
     factory: Any
     binary = getattr(sys.stderr, "buffer", None)
     if on_terminal or binary is None:
-        renderer = _renderer(on_terminal)
+        renderer = _Redacting(_renderer(on_terminal))
         factory = structlog.PrintLoggerFactory(file=sys.stderr)
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_bytes)
@@ -123,7 +150,7 @@ def server_log_config(level: str = "info") -> dict[str, Any]:
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     *([] if on_terminal else [structlog.processors.format_exc_info]),
                     _redact_event,
-                    _renderer(on_terminal),
+                    _Redacting(_renderer(on_terminal)),
                 ],
             }
         },

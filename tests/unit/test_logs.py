@@ -60,3 +60,43 @@ def test_resume_tokens_are_redacted_in_fields_and_tracebacks(stderr: io.BytesIO)
     first, second = _lines(stderr)
     assert first["path"] == "/r/[redacted]"
     assert "/r/[redacted]" in str(second["exception"])
+
+
+def test_resume_tokens_are_redacted_inside_nested_values(stderr: io.BytesIO) -> None:
+    details = {"links": ["https://signoff.example/r/secret-token-3"], "n": 1}
+    log = structlog.get_logger("signoff.test")
+    log.info("notice.sent", details=details, pair=("/r/secret-token-4", 2))
+    text = stderr.getvalue().decode()
+    assert "secret-token" not in text
+    [line] = _lines(stderr)
+    assert line["details"] == {"links": ["https://signoff.example/r/[redacted]"], "n": 1}
+    assert line["pair"] == ["/r/[redacted]", 2]
+    # The caller's own value is not changed by being logged.
+    assert details["links"] == ["https://signoff.example/r/secret-token-3"]
+
+
+def test_a_terminal_traceback_is_redacted_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the console renderer formats the traceback itself, after the
+    processors; its text is redacted as a whole."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    configure_logging("info")
+    try:
+        log = structlog.get_logger("signoff.test")
+        log.info("link.opened", details={"path": "/r/secret-token-5"})
+        try:
+            raise ValueError("while serving /r/secret-token-6")
+        except ValueError:
+            log.exception("request.failed")
+    finally:
+        structlog.reset_defaults()
+    text = terminal.getvalue()
+    assert "ValueError" in text
+    assert "link.opened" in text
+    assert "secret-token" not in text
+    assert text.count("/r/[redacted]") >= 2
