@@ -40,9 +40,7 @@ def _redact_event(
     _logger: Any, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     for key, value in event.items():
-        if isinstance(value, str):
-            event[key] = redact(value)
-        elif isinstance(value, dict | list | tuple):
+        if isinstance(value, str | dict | list | tuple):
             event[key] = _redacted(value)
     return event
 
