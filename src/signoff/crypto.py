@@ -12,7 +12,11 @@ replica needs the same keys. A process that cannot decrypt a secret refuses to u
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -142,3 +146,22 @@ def load_keyring(settings: Settings, *, create: bool = True) -> Keyring:
     if not path.exists():
         raise KeyringError(f"no encryption key: set SIGNOFF_ENCRYPTION_KEYS or create {path}")
     return Keyring(_split(path.read_text("ascii")))
+
+
+# Form and cookie signatures ----------------------------------------------------------------
+
+_PROCESS_SECRET = secrets.token_bytes(32)
+
+
+def secret_key(settings: Settings) -> bytes:
+    """The key of every form token and signed cookie: ``SIGNOFF_SECRET_KEY``, or a random
+    key for this process (``signoff serve --workers N`` hands one to all its processes;
+    replicas on several hosts must be given the same ``SIGNOFF_SECRET_KEY``)."""
+    return settings.secret_key.encode() if settings.secret_key else _PROCESS_SECRET
+
+
+def form_mac(settings: Settings, purpose: str, value: str) -> str:
+    """An HMAC-SHA256 of ``value`` for one ``purpose`` (a session cookie, a form token),
+    URL-safe base64 without padding."""
+    digest = hmac.new(secret_key(settings), f"{purpose}:{value}".encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")

@@ -61,6 +61,7 @@ def decide(
     task = reviewer.get(f"/tasks/{task_id}").json()
     body = {
         "decision": decision,
+        "notes": f"{decision.lower()} in a test",
         "revision": task["current_revision"],
         "digest": task["digest"],
     } | pin
@@ -344,7 +345,7 @@ def test_a_revision_requested_goes_back_to_review_with_the_next_revision(produce
     )
 
 
-def test_nobody_approves_what_they_escalated(server) -> None:
+def test_nobody_decides_what_they_escalated(server) -> None:
     # One principal holding both a producer key and a reviewer key.
     with (
         server.new_client("producer", "alice") as as_producer,
@@ -355,9 +356,17 @@ def test_nobody_approves_what_they_escalated(server) -> None:
         pin = {"revision": 1, "digest": task["digest"]}
         approve = as_reviewer.resolve(task["id"], token, {"decision": "APPROVED"} | pin)
         assert (approve.status_code, approve.json()["error_code"]) == (403, "ERR_SELF_APPROVAL")
-        # Rejecting one's own work is no conflict of interest.
-        reject = as_reviewer.resolve(task["id"], token, {"decision": "REJECTED"} | pin)
-        assert reject.status_code == 200
+        # Neither a rejection nor a revision request: the producer's principal makes no
+        # decision on its own task, and the task stays claimed for someone who may.
+        for decision in ("REJECTED", "REVISION_REQUESTED"):
+            refused = as_reviewer.resolve(
+                task["id"], token, {"decision": decision, "notes": "mine"} | pin
+            )
+            assert (refused.status_code, refused.json()["error_code"]) == (
+                403,
+                "ERR_SELF_APPROVAL",
+            )
+        assert as_producer.get(f"/tasks/{task['id']}").json()["decision"] is None
 
 
 def test_reopening_next_to_another_active_task_conflicts(producer, editor) -> None:

@@ -134,7 +134,8 @@ def test_an_async_graph_waits_for_the_editor_the_same_way(server: LiveServer) ->
 
             def decide() -> None:
                 claimed = editor.claim(waiting["task_id"]).json()
-                body = {"decision": "REJECTED", "revision": claimed["current_revision"],
+                body = {"decision": "REJECTED", "notes": "Not this week.",
+                        "revision": claimed["current_revision"],
                         "digest": claimed["digest"]}  # fmt: skip
                 assert (
                     editor.resolve(waiting["task_id"], claimed["lease_token"], body).status_code

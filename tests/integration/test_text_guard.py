@@ -97,7 +97,7 @@ def world(server: LiveServer) -> dict[str, Any]:
             ("put", "/tasks/{task_id}/subject"): {"subject": SUBJECT},
             ("post", "/webhook-endpoints"): {"url": "https://hooks.example.com/x"},
             ("post", "/api-keys"): {"role": "reviewer", "principal_id": "p-walk"},
-            ("post", "/tasks/{task_id}/resolve"): {"decision": "REJECTED"},
+            ("post", "/tasks/{task_id}/resolve"): {"decision": "REJECTED", "notes": "No."},
             ("post", "/tasks/{task_id}/execute"): {
                 "revision": 1,
                 "digest": task["digest"],

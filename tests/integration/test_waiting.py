@@ -335,14 +335,18 @@ def test_links_decide_once_and_get_never_changes_state(
         httpx.get(url)
     assert producer.get(f"/tasks/{task['id']}").json()["version"] == 1  # GETs changed nothing
 
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
     forged = httpx.post(url, data={"csrf": "0" * 64, "decision": "APPROVED"})
     assert forged.status_code == 403
     as_bob = httpx.post(
         url, json={"decision": "APPROVED"}, headers={"Authorization": f"Bearer {bob.key}"}
     )
     assert (as_bob.status_code, as_bob.json()["error_code"]) == (403, "ERR_FORBIDDEN")
-    first = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED"})
+    unexplained = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED", "notes": "  "})
+    assert unexplained.status_code == 422
+    assert "Notes are required to reject" in unexplained.text
+    assert producer.get(f"/tasks/{task['id']}").json()["version"] == 1  # nothing claimed
+    first = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED", "notes": "Not ours."})
     assert first.status_code == 200
     assert "Recorded: REJECTED" in first.text
     second = httpx.post(url, data={"csrf": csrf, "decision": "APPROVED"})
@@ -469,7 +473,7 @@ def test_a_link_approves_only_the_revision_its_approver_saw(
     (link,) = links_in(mailbox, "alice@example.org")
     url = local(waiting, link)
     page = httpx.get(url)
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
     changed = producer.put(
         f"/tasks/{task['id']}/subject",
         headers={"If-Match": '"1"'},
@@ -659,3 +663,137 @@ def test_a_policy_name_that_cannot_exist_is_refused_not_crashed(waiting: LiveSer
                 422,
                 "ERR_VALIDATION",
             )
+
+
+# The decision rules hold through a link exactly as through the API --------------------
+
+
+def _open_link(waiting: LiveServer, mailbox: Mailbox, address: str) -> str:
+    send_mail(waiting)
+    (link,) = links_in(mailbox, address)
+    return local(waiting, link)
+
+
+def test_an_approval_through_a_link_expires_like_one_through_the_api(
+    waiting: LiveServer, mailbox: Mailbox, clock: ManualClock
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    by_link, by_api = (
+        waiting_task(
+            waiting, producer, subject={"pay": f"{n} EUR to ACME"}, approval_ttl_seconds=60
+        )
+        for n in (100, 200)
+    )
+    send_mail(waiting)
+    link_for = {link: None for link in links_in(mailbox, "alice@example.org")}
+    assert len(link_for) == 2
+    for link in link_for:  # which link is for which task: the page names the task
+        shown = httpx.get(local(waiting, link), headers={"Accept": "application/json"})
+        if shown.json()["task"]["id"] == by_link["id"]:
+            answer = httpx.post(local(waiting, link), json={"decision": "APPROVED", "revision": 1})
+            assert answer.json()["state"] == "decided", answer.text
+    token = alice.claim(by_api["id"]).json()["lease_token"]
+    pin = {"revision": 1, "digest": by_api["digest"]}
+    assert alice.resolve(by_api["id"], token, {"decision": "APPROVED"} | pin).is_success
+    for task in (by_link, by_api):
+        shown = producer.get(f"/tasks/{task['id']}").json()
+        assert shown["approval_expires_at"] is not None
+    clock.advance(61)
+    for task in (by_link, by_api):
+        refused = producer.post(
+            f"/tasks/{task['id']}/execute",
+            json={"revision": 1, "digest": task["digest"], "operation_id": "op-1"},
+        )
+        assert (refused.status_code, refused.json()["reason"]) == (409, "APPROVAL_EXPIRED")
+
+
+def test_a_link_decision_writes_what_the_api_writes(waiting: LiveServer, mailbox: Mailbox) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    linked = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    assert httpx.post(url, json={"decision": "REJECTED", "notes": "No."}).status_code == 200
+    direct = waiting_task(waiting, producer)
+    token = alice.claim(direct["id"]).json()["lease_token"]
+    assert alice.resolve(direct["id"], token, {"decision": "REJECTED", "notes": "No."}).is_success
+
+    def trail(task_id: str) -> list[tuple[str, str, str]]:
+        return [(e["type"], e["actor_id"], e["status"]) for e in events(producer, task_id)]
+
+    assert trail(linked["id"]) == trail(direct["id"])
+    types = [t for t, _, _ in trail(linked["id"])]
+    assert types == ["task.created", "task.claimed", "task.resolved"]
+    keys = ("status", "decision", "notes", "operator_id", "approval_expires_at")
+    first, second = (producer.get(f"/tasks/{t['id']}").json() for t in (linked, direct))
+    assert {k: first[k] for k in keys} == {k: second[k] for k in keys}
+
+
+def test_a_supervisors_reassignment_withdraws_the_old_groups_links(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    supervisor = person(waiting, "supervisor", "sam", [])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    moved = supervisor.post(f"/tasks/{task['id']}/reassign", json={"group": "legal"})
+    assert moved.status_code == 200, moved.text
+    assert httpx.get(url).status_code == 410
+    refused = httpx.post(url, json={"decision": "REJECTED", "notes": "Too late."})
+    assert (refused.status_code, refused.json()["state"]) == (410, "gone")
+    assert producer.get(f"/tasks/{task['id']}").json()["decision"] is None
+
+
+def test_a_link_decides_nothing_once_its_approver_left_the_group(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    with waiting.admin() as admin:
+        key = admin.post(
+            "/api-keys",
+            json={
+                "role": "reviewer",
+                "principal_id": "alice",
+                "groups": ["reviewers"],
+                "email": "alice@example.org",
+            },
+        ).json()
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    with waiting.admin() as admin:  # alice's only key goes; a new one has other groups
+        assert admin.delete(f"/api-keys/{key['id']}").status_code == 204
+    person(waiting, "reviewer", "alice", ["finance"])
+    refused = httpx.post(url, json={"decision": "APPROVED"})
+    assert (refused.status_code, refused.json()["error_code"]) == (403, "ERR_NOT_IN_GROUP")
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["status"], shown["decision"]) == ("PENDING_REVIEW", None)
+
+
+def test_notes_have_one_limit_and_one_rule_on_every_door(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    linked = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    direct = waiting_task(waiting, producer)
+    token = alice.claim(direct["id"]).json()["lease_token"]
+    too_long = "x" * 10_001
+    answers = [
+        alice.resolve(direct["id"], token, {"decision": "APPROVED", "notes": too_long}),
+        httpx.post(url, json={"decision": "APPROVED", "notes": too_long}),
+        alice.resolve(direct["id"], token, {"decision": "REJECTED"}),
+        httpx.post(url, json={"decision": "REJECTED", "notes": " "}),
+    ]
+    for answer in answers:
+        body = answer.json()
+        assert (answer.status_code, body["error_code"]) == (422, "ERR_VALIDATION"), answer.text
+        assert [e["field"] for e in body["errors"]] == ["notes"]
+    assert "10,000" in answers[0].json()["errors"][0]["message"]
+    assert answers[0].json()["errors"] == answers[1].json()["errors"]
+    exactly = "y" * 10_000
+    kept = alice.resolve(direct["id"], token, {"decision": "APPROVED", "notes": exactly})
+    assert kept.json()["notes"] == exactly  # never cut
+    for task in (linked, direct):
+        assert len(events(producer, task["id"])) == (1 if task is linked else 3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from signoff.services.waiting import _notification_view
+from signoff.services.notifications import _notification_view
 
 
 def row(status: str) -> dict[str, object]:

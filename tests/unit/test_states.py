@@ -50,7 +50,6 @@ def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the
         Action.RENEW,
         Action.RELEASE,
         Action.RESOLVE,
-        Action.RESOLVE_BY_LINK,
     }
     system_actions = {
         Action.ESCALATE_LEVEL,

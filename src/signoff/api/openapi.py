@@ -22,6 +22,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
+
 BEARER = "bearerAuth"
 PROBLEM_JSON = "application/problem+json"
 
@@ -322,7 +324,7 @@ LINK_STATE_SCHEMA: dict[str, Any] = {
     },
 }
 HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
-DECISIONS = ["APPROVED", "REJECTED", "REVISION_REQUESTED"]
+DECISIONS = [d.value for d in DECISION_RULES]
 
 
 def operation_keys(app: FastAPI) -> list[str]:
@@ -479,7 +481,8 @@ def _special_media_types(paths: dict[str, Any]) -> None:
                             "decision": {"type": "string", "enum": DECISIONS},
                             "notes": {
                                 "type": "string",
-                                "description": "Required with REVISION_REQUESTED.",
+                                "maxLength": NOTES_MAX_LENGTH,
+                                "description": notes_rule(),
                             },
                             "csrf": {
                                 "type": "string",
@@ -502,8 +505,8 @@ def _special_media_types(paths: dict[str, Any]) -> None:
                             "decision": {"type": "string", "enum": DECISIONS},
                             "notes": {
                                 "type": "string",
-                                "maxLength": 10000,
-                                "description": "Required with REVISION_REQUESTED.",
+                                "maxLength": NOTES_MAX_LENGTH,
+                                "description": notes_rule(),
                             },
                             "revision": {
                                 "type": "integer",

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from signoff.domain.states import Role
+from signoff.domain.decisions import NOTES_MAX_LENGTH, notes_rule
+from signoff.domain.states import Decision, Role
 
 #: Revision numbers are 32-bit integers in the database.
 MAX_REVISION = 2**31 - 1
@@ -37,8 +38,12 @@ class ResolveRequest(_Strict):
     """The decision: APPROVED, REJECTED or REVISION_REQUESTED, with notes and a payload for
     the source system (both optional)."""
 
-    decision: Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
-    notes: str | None = None
+    decision: Decision
+    notes: str | None = Field(
+        default=None,
+        description=notes_rule(),
+        json_schema_extra={"maxLength": NOTES_MAX_LENGTH},
+    )
     resolution_payload: dict[str, Any] | None = None
     operator_id: str | None = Field(
         default=None, description="Must equal the caller's principal id."
@@ -116,7 +121,7 @@ class TaskOut(BaseModel):
     version: int
     claimed_by: str | None
     lease_expires_at: str | None = Field(description="RFC 3339, UTC")
-    decision: Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"] | None
+    decision: Decision | None
     notes: str | None
     resolution_payload: dict[str, Any] | None
     operator_id: str | None

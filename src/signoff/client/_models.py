@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "DECISIONS",
     "Action",
     "AuditEvent",
     "Execution",
@@ -21,6 +22,9 @@ __all__ = [
 
 #: Statuses in which a task waits for a person.
 ACTIVE_STATUSES = frozenset({"PENDING_REVIEW", "CLAIMED"})
+#: The decisions a person can make, in the server's order (held equal to the server's
+#: decision rules by a test; the SDK imports nothing of the server).
+DECISIONS = ("APPROVED", "REJECTED", "REVISION_REQUESTED")
 
 
 class _Model(BaseModel):
@@ -41,7 +45,7 @@ class Task(_Model):
     version: int
     claimed_by: str | None = None
     lease_expires_at: datetime | None = None
-    decision: str | None = Field(default=None, description="APPROVED, REJECTED, ...")
+    decision: str | None = Field(default=None, description=", ".join(DECISIONS))
     notes: str | None = None
     resolution_payload: dict[str, Any] | None = None
     operator_id: str | None = None

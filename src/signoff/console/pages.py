@@ -25,6 +25,7 @@ from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.rendering import environment, render
 from signoff.console.routes import router
 from signoff.domain.clock import rfc3339
+from signoff.domain.decisions import parse_decision
 from signoff.domain.json_input import parse_json_strict
 from signoff.domain.states import Decision, Role, TaskStatus
 from signoff.domain.tasks import Principal, Task, task_view
@@ -577,17 +578,14 @@ async def _decide(
 ) -> Response:
     context = _context(request)
     form = await _form(request)
-    notes = str(form.get("notes") or "").strip() or None
+    notes = str(form.get("notes") or "")
     raw_payload = str(form.get("resolution_payload") or "").strip()
-    raw_decision = str(form.get("decision") or "")
     problem: str | None = None
     payload: Any = None
     try:
-        decision = Decision(raw_decision)
-    except ValueError:
-        decision, problem = Decision.REJECTED, "Choose Approve, Reject or Request revision."
-    if problem is None and decision is not Decision.APPROVED and notes is None:
-        problem = "Notes are required to reject or to request a revision."
+        decision = parse_decision(form.get("decision"))
+    except SignoffError as error:
+        decision, problem = Decision.REJECTED, error.message
     if problem is None and raw_payload:
         try:
             payload = parse_json_strict(raw_payload.encode())
@@ -613,6 +611,9 @@ async def _decide(
             digest=digest,
         )
     except SignoffError as error:
+        if error.errors:  # what the decision rules require: say it, keep the page as it is
+            notices = [Notice(error.message, "error")]
+            return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
         notice = await _refusal_notice(context, principal, task_id, error)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
     tokens.drop(task_id)

@@ -8,10 +8,16 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, notes_rule
+
 environment = jinja2.Environment(
     loader=jinja2.PackageLoader("signoff.console", "templates"),
     autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
     undefined=jinja2.StrictUndefined,
+)
+#: The decision rules every page renders its buttons, hints and limits from.
+environment.globals.update(
+    decision_choices=choices, notes_rule=notes_rule(), NOTES_MAX_LENGTH=NOTES_MAX_LENGTH
 )
 
 

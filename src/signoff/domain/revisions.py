@@ -1,4 +1,4 @@
-"""Subjects, revisions and approvals bound to them (seed ``003``).
+"""Subjects, revisions and approvals bound to them.
 
 The subject is the object a human reviews (title, body, sources, recipients, actions…).
 Each revision is immutable and identified by its digest: SHA-256 of its RFC 8785 form.
@@ -19,6 +19,7 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 
+from signoff.domain.decisions import AfterRevision, RefusalReason, rule_for
 from signoff.domain.json_input import join_path
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Task
@@ -258,31 +259,17 @@ def revision_effect(
     status = task.effective_status(now)
     if status in (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED):
         return RevisionEffect.KEEP_REVIEWING
-    if task.decision == Decision.REVISION_REQUESTED.value:
+    after = rule_for(Decision(task.decision)).after_revision if task.decision else None
+    if after is AfterRevision.REOPEN:
         return RevisionEffect.REOPEN_FOR_REVISION
-    if task.decision == Decision.APPROVED.value:
-        # Seed 003: changed sources need a human to re-check, even if the text did not move.
+    if after is AfterRevision.RECONSIDER:
+        # Changed sources need a person to re-check, even if the text did not move.
         if sources_changed or any(is_material(p, task.material_paths) for p in paths):
             return RevisionEffect.INVALIDATE_APPROVAL
         return RevisionEffect.CARRY_FORWARD
     raise Conflict(
         f"task {task.id} was {task.decision}; escalate anew", error_code="ERR_STATE_CONFLICT"
     )
-
-
-class RefusalReason(StrEnum):
-    """Why an execution was refused (409 ``ERR_APPROVAL_NOT_VALID``)."""
-
-    NOT_DECIDED = "NOT_DECIDED"
-    """Nobody has decided (the task is in review, or expired or was cancelled undecided)."""
-    REJECTED = "REJECTED"
-    REVISION_REQUESTED = "REVISION_REQUESTED"
-    APPROVAL_INVALIDATED = "APPROVAL_INVALIDATED"
-    """The approval of the named revision was invalidated by a new revision."""
-    STALE_DIGEST = "STALE_DIGEST"
-    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
-    APPROVER_NOT_AUTHORISED = "APPROVER_NOT_AUTHORISED"
-    SOURCE_REVOKED = "SOURCE_REVOKED"
 
 
 def execution_refusal(
@@ -302,10 +289,9 @@ def execution_refusal(
     invalidated = task.invalidated_revision is not None and task.invalidated_revision == revision
     if task.status is not TaskStatus.RESOLVED or task.decision is None:
         return RefusalReason.APPROVAL_INVALIDATED if invalidated else RefusalReason.NOT_DECIDED
-    if task.decision == Decision.REJECTED.value:
-        return RefusalReason.REJECTED
-    if task.decision == Decision.REVISION_REQUESTED.value:
-        return RefusalReason.REVISION_REQUESTED
+    refusal = rule_for(Decision(task.decision)).execution_refusal
+    if refusal is not None:
+        return refusal
     if (revision, digest) != (task.current_revision, task.digest) or (revision, digest) != (
         task.approved_revision,
         task.approved_digest,

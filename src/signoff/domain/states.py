@@ -71,7 +71,6 @@ class Action(StrEnum):
     REASSIGN = "reassign"
     EXPIRE = "expire"
     CANCEL = "cancel"
-    RESOLVE_BY_LINK = "resolve_by_link"
     # Supervision: supervisors and admins step in on someone else's task.
     FORCE_RELEASE = "force_release"
     HAND_OVER = "hand_over"
@@ -113,6 +112,9 @@ class Transition:
     publish: bool
     """Whether the change is written to the outbox for source systems, besides the audit
     trail (a renewal interests nobody outside)."""
+    ends_links: bool
+    """Whether the task's resume links stop working (they named the task where it was:
+    its group, its wait). A decided task's links stay, to show the decision."""
 
     def status_after(self, current: TaskStatus | None = None) -> TaskStatus:
         """The status a task has after this transition from ``current``."""
@@ -131,8 +133,11 @@ def _t(
     event_type: str,
     *,
     publish: bool = True,
+    ends_links: bool = False,
 ) -> tuple[Action, Transition]:
-    return action, Transition(action, frozenset(sources), target, roles, lease, event_type, publish)
+    return action, Transition(
+        action, frozenset(sources), target, roles, lease, event_type, publish, ends_links
+    )
 
 
 P, C, R = TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED, TaskStatus.RESOLVED
@@ -192,24 +197,38 @@ TRANSITIONS: dict[Action, Transition] = dict(
         # the last one expires the task (a compensation trigger). Producers may withdraw.
         _t(Action.ESCALATE_LEVEL, {P, C}, None, SYSTEM, LeaseRule.NONE, "task.escalated"),
         # Reassignment hands the task to another group: a lease held in the old one ends.
-        _t(Action.REASSIGN, {P, C}, P, SYSTEM, LeaseRule.NONE, "task.escalated"),
-        _t(Action.EXPIRE, {P, C}, TaskStatus.EXPIRED, SYSTEM, LeaseRule.NONE, "task.expired"),
+        _t(Action.REASSIGN, {P, C}, P, SYSTEM, LeaseRule.NONE, "task.escalated", ends_links=True),
         _t(
-            Action.CANCEL, {P, C}, TaskStatus.CANCELLED, PRODUCERS, LeaseRule.NONE, "task.cancelled"
+            Action.EXPIRE,
+            {P, C},
+            TaskStatus.EXPIRED,
+            SYSTEM,
+            LeaseRule.NONE,
+            "task.expired",
+            ends_links=True,
         ),
         _t(
-            Action.RESOLVE_BY_LINK,
+            Action.CANCEL,
             {P, C},
-            R,
-            REVIEWERS,
-            LeaseRule.CLAIMABLE_OR_OWN,
-            "task.resolved",
+            TaskStatus.CANCELLED,
+            PRODUCERS,
+            LeaseRule.NONE,
+            "task.cancelled",
+            ends_links=True,
         ),
         # Supervision. A force release ends the holder's lease (their token stops working)
         # and is published like a release; a hand-over reassigns the task to a group (a
         # lease held ends); a withdrawal cancels it on the producer's behalf.
         _t(Action.FORCE_RELEASE, {C}, P, OVERSEERS, LeaseRule.NONE, "task.released"),
-        _t(Action.HAND_OVER, {P, C}, P, OVERSEERS, LeaseRule.NONE, "task.reassigned"),
+        _t(
+            Action.HAND_OVER,
+            {P, C},
+            P,
+            OVERSEERS,
+            LeaseRule.NONE,
+            "task.reassigned",
+            ends_links=True,
+        ),
         _t(
             Action.WITHDRAW,
             {P, C},
@@ -217,6 +236,7 @@ TRANSITIONS: dict[Action, Transition] = dict(
             OVERSEERS,
             LeaseRule.NONE,
             "task.cancelled",
+            ends_links=True,
         ),
     ]
 )

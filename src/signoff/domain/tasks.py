@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.domain.clock import rfc3339
+from signoff.domain.decisions import DecisionRule, rule_for
 from signoff.domain.digests import canonical_json
 from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, Role, TaskStatus, Transition
 from signoff.errors import (
@@ -304,22 +305,26 @@ def refusal_for(
             extra={"lease_expired_at": rfc3339(task.lease_expires_at)},
         )
     if decision is not None:
-        refusal = _decision_refusal(task, principal, decision, revision, digest)
+        refusal = decision_refusal(task, principal, decision, revision, digest)
         if refusal is not None:
             return refusal
     return Conflict(f"task {task.id} changed concurrently; retry", error_code="ERR_STATE_CONFLICT")
 
 
-def _decision_refusal(
+def decision_refusal(
     task: Task, principal: Principal, decision: Decision, revision: int | None, digest: str | None
 ) -> SignoffError | None:
-    """Seed 003: a decision on a subject names the revision and digest the reviewer saw;
-    nobody approves what they escalated themselves."""
+    """What the decision rules say of this decision on ``task`` now: a decision on a
+    subject names the revision and digest the reviewer saw, and the principal that
+    escalated a task decides nothing on it."""
+    rule = rule_for(decision)
     if not task.has_subject:
         if revision is not None or digest is not None:
             return validation_error([FieldError("revision", "this task has no subject")])
-        if decision is Decision.REVISION_REQUESTED:
-            return validation_error([FieldError("decision", "REVISION_REQUESTED needs a subject")])
+        if rule.needs_subject:
+            return validation_error(
+                [FieldError("decision", f"{decision.value} needs a task with a subject")]
+            )
     elif revision is None or digest is None:
         return validation_error(
             [
@@ -334,9 +339,14 @@ def _decision_refusal(
             error_code="ERR_STALE_REVISION",
             extra={"current_revision": task.current_revision, "digest": task.digest},
         )
-    if decision is Decision.APPROVED and task.producer_id == principal.principal_id:
-        return Forbidden(
-            f"{principal.principal_id} escalated this task and may not approve it",
-            error_code="ERR_SELF_APPROVAL",
-        )
+    if not rule.producer_may_decide and task.producer_id == principal.principal_id:
+        return self_decision(principal.principal_id, rule)
     return None
+
+
+def self_decision(principal_id: str, rule: DecisionRule) -> Forbidden:
+    """The principal that escalated a task may not decide it, under any key or door."""
+    return Forbidden(
+        f"{principal_id} escalated this task and may not {rule.verb} it",
+        error_code="ERR_SELF_APPROVAL",
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from signoff.domain.decisions import NOTES_MAX_LENGTH
 from signoff.domain.json_input import has_lone_surrogate
 from signoff.errors import FieldError
 
@@ -36,7 +37,7 @@ MAX_TEXT_LENGTH = 500
 #: Longest path segment or query value.
 MAX_PARAMETER_LENGTH = 255
 #: Fields with a bound of their own (free text that is never indexed).
-FIELD_BOUNDS: dict[str, int] = {"notes": 65536, "url": 2048, "description": 1000}
+FIELD_BOUNDS: dict[str, int] = {"notes": NOTES_MAX_LENGTH, "url": 2048, "description": 1000}
 
 
 def text_problem(text: str, *, limit: int) -> str | None:
@@ -46,7 +47,7 @@ def text_problem(text: str, *, limit: int) -> str | None:
     if has_lone_surrogate(text):
         return "must not contain a lone UTF-16 surrogate"
     if len(text) > limit:
-        return f"must be at most {limit} characters"
+        return f"must be at most {limit:,} characters"
     return None
 
 

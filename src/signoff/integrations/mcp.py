@@ -19,6 +19,7 @@ from typing import Any
 from mcp.server import MCPServer
 
 from signoff.client import AsyncSignoff, DecisionTimeout, Task
+from signoff.client._models import DECISIONS
 
 __all__ = ["build_server", "main"]
 
@@ -28,7 +29,7 @@ MAX_WAIT_SECONDS = 300
 INSTRUCTIONS = (
     "Ask a person to review work you are unsure about, or that needs a human's sign-off, "
     "before acting on it. request_human_review returns a task_id; wait_for_decision waits "
-    "for the person's decision (APPROVED, REJECTED or REVISION_REQUESTED, with notes). "
+    f"for the person's decision ({', '.join(DECISIONS)}, with notes). "
     "Act only on APPROVED, and only on exactly what was reviewed."
 )
 

@@ -38,7 +38,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
-from signoff.services import waiting as waiting_service
+from signoff.services import notifications
 from signoff.services.common import get_task, parse_task_id, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
@@ -208,7 +208,7 @@ async def revise_subject(
             targets = [f"principal:{task.operator_id}"] if task.operator_id else []
             if updated.assigned_group:
                 targets.append(f"group:{updated.assigned_group}")
-            await waiting_service.notify(
+            await notifications.notify(
                 uow, ctx, updated, kind="approval_invalidated", targets=targets, now=now
             )
         await uow.commit()
@@ -273,7 +273,7 @@ async def execute(
     Raises:
         Conflict: ``ERR_ALREADY_EXECUTING`` (with ``lease_expires_at`` while a lease
             lives), or ``ERR_APPROVAL_NOT_VALID`` with ``reason`` (see
-            :class:`signoff.domain.revisions.RefusalReason`).
+            :class:`signoff.domain.decisions.RefusalReason`).
     """
     step = transition(Action.EXECUTE)
     require_role(principal, step.roles, "execute approved tasks")

@@ -16,6 +16,7 @@ from signoff.metrics import TRANSITIONS, child
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import trail
+from signoff.store import waiting as waiting_store
 from signoff.store.database import UnitOfWork
 
 log = structlog.get_logger("signoff.tasks")
@@ -41,7 +42,9 @@ async def record_transition(
     now: datetime,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Append the transition's audit event and, if published, its outbox event."""
+    """Write what the transition table says a change writes, in the caller's transaction:
+    the audit event, the outbox event when published, and the end of the task's resume
+    links when the change ends them."""
     # Events carry the producer's correlation metadata (its receiver maps them back).
     view = task_view(task, now, metadata=True)
     await trail.append_audit_event(
@@ -66,6 +69,8 @@ async def record_transition(
             data=view,
             now=now,
         )
+    if step.ends_links:
+        await waiting_store.revoke_resume_tokens(uow.connection, task.id, now)
     uow.changed_tasks.add(task.id)
     note_transition(step, task, principal)
 

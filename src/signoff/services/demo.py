@@ -21,7 +21,7 @@ from signoff.domain.tasks import Principal
 from signoff.errors import SignoffError
 from signoff.services import approvals, keys, tasks, webhooks
 from signoff.services.context import ServiceContext
-from signoff.services.waiting import hash_resume_token
+from signoff.services.notifications import hash_resume_token
 from signoff.store import keys as key_store
 from signoff.store import tasks as task_store
 from signoff.store import waiting as waiting_store

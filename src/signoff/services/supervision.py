@@ -13,12 +13,11 @@ from typing import Any
 from signoff.domain.states import Action, TaskStatus, Transition, transition
 from signoff.domain.tasks import Principal, Task, require_role
 from signoff.errors import Conflict, FieldError, validation_error
-from signoff.services import waiting as waiting_service
+from signoff.services import notifications
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import supervision as store
 from signoff.store import tasks as task_store
-from signoff.store import waiting as waiting_store
 from signoff.store.database import UnitOfWork
 
 __all__ = ["cancel", "force_release", "reassign"]
@@ -108,7 +107,6 @@ async def cancel(ctx: ServiceContext, principal: Principal, raw_task_id: str) ->
         updated = await store.withdraw_task(uow.connection, step, task.id, now=now)
         if updated is None:
             raise await _not_now(uow, task, "only waiting tasks can be cancelled")
-        await waiting_store.revoke_resume_tokens(uow.connection, task.id, now)
         await _finish(uow, ctx, step, updated, principal, now, {"by_supervisor": True})
     return updated
 
@@ -126,7 +124,7 @@ async def _finish(
 ) -> None:
     await record_transition(uow, step, task, principal, now, details)
     if notify and task.assigned_group:
-        await waiting_service.notify(
+        await notifications.notify(
             uow, ctx, task, kind="reassigned", targets=[f"group:{task.assigned_group}"], now=now
         )
     await uow.commit()

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from signoff.domain.clock import rfc3339
+from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy
@@ -46,7 +47,7 @@ from signoff.domain.tasks import (
 )
 from signoff.domain.waiting import WaitingInput, parse_waiting_fields
 from signoff.errors import Conflict, FieldError, Unprocessable, claim_limit, validation_error
-from signoff.services import waiting as waiting_service
+from signoff.services import notifications, policies
 from signoff.services.common import (
     dumps,
     get_task,
@@ -149,7 +150,7 @@ async def _escalate(
         return await _escalate_in_one_step(ctx, principal, request, waiting, producer_fields, now)
     async with ctx.database.transaction() as uow:
         try:
-            policy = await waiting_service.policy_for(uow, ctx, waiting.policy_name)
+            policy = await policies.policy_for(uow, ctx, waiting.policy_name)
         except Unprocessable:
             # A replay must not depend on the policy still existing.
             stored = await idempotency.find_idempotency_key(
@@ -195,7 +196,7 @@ async def _escalate(
         if inserted.assigned_group:
             # Seed 004: entering review for a group notifies its approvers with their links.
             targets = [f"group:{inserted.assigned_group}"]
-            await waiting_service.notify(
+            await notifications.notify(
                 uow, ctx, inserted, kind="review_requested", targets=targets, now=now
             )
         await uow.commit()
@@ -634,7 +635,7 @@ async def resolve(
     lease_token: str,
     *,
     decision: Decision,
-    notes: str | None,
+    notes: object,
     resolution_payload: Any,
     operator_id: str | None = None,
     revision: int | None = None,
@@ -657,6 +658,7 @@ async def resolve(
     step = transition(Action.RESOLVE)
     require_role(principal, step.roles, "resolve tasks")
     require_operator(principal, operator_id)
+    notes = checked_notes(decision, notes)
     task_id = parse_task_id(raw_task_id)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     if ctx.database.dialect == "postgresql":
@@ -718,7 +720,7 @@ async def resolve(
                 revision=revision,
                 digest=digest,
             )
-        if decision is Decision.APPROVED and task.has_subject:
+        if rule_for(decision).grants_approval and task.has_subject:
             ttl = task.approval_ttl_seconds or ctx.settings.approval_ttl_seconds
             if ttl is not None:
                 expires_at = now + timedelta(seconds=ttl)

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Column
 from sqlalchemy.dialects import postgresql
 
+from signoff.domain.decisions import DECISION_RULES, decisions_where
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import (
     ACTIVE_STATUSES,
     Action,
+    Decision,
     LeaseRule,
     TaskStatus,
     Transition,
@@ -364,9 +366,21 @@ def _held_change(action: Action, changes: str) -> Statement:
     )
 
 
+def _decision_in(decisions: tuple[Decision, ...]) -> str:
+    """Whether the bound ``:decision`` is one of ``decisions`` (a rule of the decision
+    table, written into the statement as constants)."""
+    if not decisions:
+        return "false"
+    return f":decision::varchar IN ({', '.join(repr(d.value) for d in decisions)})"
+
+
 def _resolve() -> Statement:
     step = transition(Action.RESOLVE)
-    approved = ":decision::varchar = 'APPROVED'"
+    approved = _decision_in(decisions_where("grants_approval"))
+    needs_subject = _decision_in(decisions_where("needs_subject"))
+    producer_barred = _decision_in(
+        tuple(d for d, r in DECISION_RULES.items() if not r.producer_may_decide)
+    )
     ttl = "COALESCE(approval_ttl_seconds, :default_ttl::int)"
     details = (
         "(CASE WHEN u.current_revision IS NULL THEN json_build_object('decision', u.decision)"
@@ -391,8 +405,8 @@ def _resolve() -> Statement:
         + guard_sql(step)
         + " AND ((current_revision IS NULL AND :revision::int IS NULL)"
         " OR (current_revision = :revision::int AND digest = :digest::varchar))"
-        " AND (:decision::varchar <> 'REVISION_REQUESTED' OR current_revision IS NOT NULL)"
-        " AND (NOT " + approved + " OR producer_id <> :actor::text)"
+        f" AND (NOT {needs_subject} OR current_revision IS NOT NULL)"
+        f" AND (NOT {producer_barred} OR producer_id <> :actor::text)"
         " RETURNING review_tasks.*), " + _record(step, "u", details) + " SELECT * FROM u",
     )
 

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from signoff.domain.decisions import rule_for
 from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, TaskStatus, Transition
 from signoff.domain.tasks import Task
 from signoff.store.tables import review_tasks
@@ -261,8 +262,9 @@ async def resolve_task(
     digest: str | None,
 ) -> Task | None:
     """Record the decision, only under a live lease held with the current token, naming
-    the current revision and digest when the task has a subject (seed 003), and never an
-    approval by the principal that escalated the task. The token hash stays on the row so
+    the current revision and digest when the task has a subject, and as the decision
+    rules say (:mod:`signoff.domain.decisions`): the subject a decision needs, and never
+    by the principal that escalated the task. The token hash stays on the row so
     an identical repeat can be recognised. An approval is bound to the revision, digest
     and key that made it."""
     conditions = [
@@ -281,10 +283,12 @@ async def resolve_task(
         "operator_id": holder,
         "resolved_at": now,
     }
-    if decision is Decision.REVISION_REQUESTED:
+    rule = rule_for(decision)
+    if rule.needs_subject:
         conditions.append(T.current_revision.is_not(None))
-    if decision is Decision.APPROVED:
+    if not rule.producer_may_decide:
         conditions.append(T.producer_id != holder)
+    if rule.grants_approval:
         values |= {
             "approved_revision": T.current_revision,
             "approved_digest": T.digest,

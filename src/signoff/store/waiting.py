@@ -12,8 +12,8 @@ from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from signoff.domain.states import ACTIVE_STATUSES, REVIEWERS, Decision, Transition
-from signoff.domain.tasks import Task
+from signoff.domain.states import ACTIVE_STATUSES, REVIEWERS, Role, Transition
+from signoff.domain.tasks import Principal, Task
 from signoff.store.batch import chosen
 from signoff.store.tables import (
     api_keys,
@@ -112,58 +112,6 @@ async def cancel_task(
     return await update_task_if(conn, conditions, values, now=now)
 
 
-async def resolve_by_link(
-    conn: AsyncConnection,
-    step: Transition,
-    seen: Task,
-    *,
-    approver: str,
-    approver_key_id: uuid.UUID | None,
-    decision: Decision,
-    revision: int | None,
-    now: datetime,
-    notes: str | None = None,
-) -> Task | None:
-    """Claim and resolve in one statement: pending, lapsed, or held by the approver; never
-    an approval of one's own escalation. The approval binds the revision the approver saw
-    (``revision``), and only if the task is still at the escalation level and in the group
-    of the page they saw (``seen``): a reassignment or a new revision in between makes the
-    update match nothing, even under PostgreSQL's READ COMMITTED re-check."""
-    conditions = [
-        T.id == seen.id,
-        status_in(step.sources),
-        or_(
-            T.status == "PENDING_REVIEW",
-            T.lease_expires_at <= now,
-            T.claimed_by == approver,
-        ),
-        T.escalation_level == seen.escalation_level,
-        T.assigned_group.is_(None)
-        if seen.assigned_group is None
-        else T.assigned_group == seen.assigned_group,
-        T.current_revision.is_(None) if revision is None else T.current_revision == revision,
-    ]
-    values: dict[str, Any] = {
-        "status": step.status_after().value,
-        "decision": decision.value,
-        "notes": notes or "decided with a resume link",
-        "operator_id": approver,
-        "claimed_by": approver,
-        "lease_expires_at": None,
-        "resolved_at": now,
-    }
-    if decision is Decision.REVISION_REQUESTED:
-        conditions.append(T.current_revision.is_not(None))
-    if decision is Decision.APPROVED:
-        conditions.append(T.producer_id != approver)
-        values |= {
-            "approved_revision": T.current_revision,
-            "approved_digest": T.digest,
-            "approver_key_id": approver_key_id,
-        }
-    return await update_task_if(conn, conditions, values, now=now)
-
-
 # Recipients ----------------------------------------------------------------------------
 
 
@@ -205,12 +153,13 @@ async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[d
     return list(found.values())
 
 
-async def key_for_principal(conn: AsyncConnection, principal_id: str) -> uuid.UUID | None:
-    """The principal's oldest live reviewer or supervisor key (an approval is bound to it),
-    else their console user's id when the user is enabled with such a role."""
+async def approver_principal(conn: AsyncConnection, principal_id: str) -> Principal | None:
+    """The principal as it may decide now: its oldest live reviewer or supervisor key
+    (an approval is bound to it), else its enabled console account with such a role;
+    with that key's or account's role and groups. ``None`` when it has neither."""
     row = (
         await conn.execute(
-            select(api_keys.c.id)
+            select(api_keys.c.id, api_keys.c.role, api_keys.c.groups)
             .where(
                 api_keys.c.principal_id == principal_id,
                 api_keys.c.revoked_at.is_(None),
@@ -220,18 +169,24 @@ async def key_for_principal(conn: AsyncConnection, principal_id: str) -> uuid.UU
             .limit(1)
         )
     ).first()
-    if row is not None:
-        return row.id  # type: ignore[no-any-return]
-    user = (
-        await conn.execute(
-            select(users.c.id).where(
-                users.c.principal_id == principal_id,
-                users.c.disabled_at.is_(None),
-                users.c.role.in_([r.value for r in REVIEWERS]),
+    if row is None:
+        row = (
+            await conn.execute(
+                select(users.c.id, users.c.role, users.c.groups).where(
+                    users.c.principal_id == principal_id,
+                    users.c.disabled_at.is_(None),
+                    users.c.role.in_([r.value for r in REVIEWERS]),
+                )
             )
-        )
-    ).first()
-    return user.id if user else None
+        ).first()
+    if row is None:
+        return None
+    return Principal(
+        key_id=row.id,
+        principal_id=principal_id,
+        role=Role(row.role),
+        groups=tuple(row.groups or ()),
+    )
 
 
 # Resume tokens -------------------------------------------------------------------------

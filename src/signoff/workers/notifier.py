@@ -17,7 +17,7 @@ import structlog
 
 from signoff.crypto import SecretUnavailable
 from signoff.metrics import NOTIFICATIONS
-from signoff.services import waiting
+from signoff.services import notifications
 from signoff.services.context import ServiceContext
 from signoff.workers.outage import OutageLog
 
@@ -37,7 +37,9 @@ class Notifier:
         """Send every due notification once; returns how many were attempted."""
         if self.settings.smtp_host is None:
             return 0
-        due = await waiting.claim_notifications(self.context, lease_seconds=LEASE_SECONDS, limit=50)
+        due = await notifications.claim_notifications(
+            self.context, lease_seconds=LEASE_SECONDS, limit=50
+        )
         for row in due:
             await self._send(row)
         return len(due)
@@ -45,7 +47,7 @@ class Notifier:
     async def _send(self, row: dict[str, Any]) -> None:
         error, permanent, message = None, False, None
         try:
-            body = waiting.notification_body(self.context, row)
+            body = notifications.notification_body(self.context, row)
         except SecretUnavailable as exc:  # retried: another replica may hold the key
             error = f"cannot build the resume link: {exc}"[:500]
             log.error("notification.secret_undecryptable", notification_id=str(row["id"]))
@@ -77,7 +79,9 @@ class Notifier:
         next_at = None
         if error is not None and not permanent and attempt < len(RETRY_SCHEDULE):
             next_at = now + timedelta(seconds=RETRY_SCHEDULE[attempt])
-        await waiting.finish_notification(self.context, row, error=error, next_attempt_at=next_at)
+        await notifications.finish_notification(
+            self.context, row, error=error, next_attempt_at=next_at
+        )
         NOTIFICATIONS.labels("sent" if error is None else "failed").inc()
         log.info(
             "notification.attempt",

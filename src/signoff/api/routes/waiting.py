@@ -24,11 +24,13 @@ from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
 from signoff.console.auth import current_user
 from signoff.console.views import flatten, scalar_text
+from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, notes_rule, parse_decision
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
-from signoff.services import keys, waiting
-from signoff.services.waiting import LinkState
+from signoff.services import keys, policies, resume_links, waiting
+from signoff.services import notifications as notification_service
+from signoff.services.resume_links import LinkState
 
 router = APIRouter()
 
@@ -37,6 +39,9 @@ _templates = jinja2.Environment(
         lambda name: resources.files("signoff.api").joinpath("templates", name).read_text("utf-8")
     ),
     autoescape=True,
+)
+_templates.globals.update(
+    decision_choices=choices, notes_rule=notes_rule(), NOTES_MAX_LENGTH=NOTES_MAX_LENGTH
 )
 
 POLICY_SCHEMA = {
@@ -84,7 +89,7 @@ def _policy_doc() -> dict[str, Any]:
 )
 async def create_policy(request: Request, context: Context, caller: Caller) -> Response:
     body = await read_json_body(request)
-    saved = await waiting.save_policy(context, caller, body, create=True)
+    saved = await policies.save_policy(context, caller, body, create=True)
     location = f"/escalation-policies/{quote(str(saved['name']), safe='')}"
     return json_response(saved, 201, headers={"Location": location})
 
@@ -97,7 +102,7 @@ async def create_policy(request: Request, context: Context, caller: Caller) -> R
     summary="List policies (admin)",
 )
 async def list_policies(context: Context, caller: Caller) -> Response:
-    return json_response({"items": await waiting.list_policies(context, caller)})
+    return json_response({"items": await policies.list_policies(context, caller)})
 
 
 @router.get(
@@ -108,7 +113,7 @@ async def list_policies(context: Context, caller: Caller) -> Response:
     summary="One policy (admin)",
 )
 async def get_policy(name: str, context: Context, caller: Caller) -> Response:
-    return json_response(await waiting.get_policy(context, caller, name))
+    return json_response(await policies.get_policy(context, caller, name))
 
 
 @router.put(
@@ -121,7 +126,7 @@ async def get_policy(name: str, context: Context, caller: Caller) -> Response:
 )
 async def replace_policy(name: str, request: Request, context: Context, caller: Caller) -> Response:
     body = await read_json_body(request)
-    return json_response(await waiting.save_policy(context, caller, body, create=False, name=name))
+    return json_response(await policies.save_policy(context, caller, body, create=False, name=name))
 
 
 @router.delete(
@@ -133,7 +138,7 @@ async def replace_policy(name: str, request: Request, context: Context, caller: 
     summary="Delete a policy (admin)",
 )
 async def delete_policy(name: str, context: Context, caller: Caller) -> Response:
-    await waiting.delete_policy(context, caller, name)
+    await policies.delete_policy(context, caller, name)
     return Response(status_code=204)
 
 
@@ -158,7 +163,9 @@ async def cancel(task_id: str, context: Context, caller: Caller) -> Response:
     summary="Notifications queued and sent for a task (admin, supervisor)",
 )
 async def notifications(task_id: str, context: Context, caller: Caller) -> Response:
-    return json_response({"items": await waiting.task_notifications(context, caller, task_id)})
+    return json_response(
+        {"items": await notification_service.task_notifications(context, caller, task_id)}
+    )
 
 
 def _page(
@@ -167,6 +174,7 @@ def _page(
     status: int | None = None,
     message: str | None = None,
     console_url: str | None = None,
+    notes: str = "",
 ) -> HTMLResponse:
     task = state.task or {}
     bundle = task.get("diagnostic_bundle", {})
@@ -185,6 +193,7 @@ def _page(
         diff=state.diff,
         console_url=console_url,
         scalar_text=scalar_text,
+        notes=notes,
     )
     headers = {
         "Cache-Control": "no-store",
@@ -241,7 +250,7 @@ def _error_page(error: SignoffError) -> HTMLResponse:
 )
 async def show_link(token: str, request: Request, context: Context) -> Response:
     try:
-        state = await waiting.view_link(context, token)
+        state = await resume_links.view_link(context, token)
     except SignoffError as error:
         return problem_response(error) if _wants_json(request) else _error_page(error)
     if _wants_json(request):
@@ -268,7 +277,7 @@ async def _console_url(request: Request, state: LinkState) -> str | None:
         409: {"description": "Someone else is reviewing"},
         410: {"description": "Expired, cancelled or withdrawn"},
         413: {"description": "Body larger than SIGNOFF_MAX_BODY_BYTES"},
-        422: {"description": "Unknown decision, or a revision request without notes"},
+        422: {"description": "Unknown decision, or what the decision rules require (notes)"},
     },
     summary='Decide with a resume link: a CSRF-protected form, or JSON {"decision": ...}',
 )
@@ -279,36 +288,43 @@ async def use_link(
 ) -> Response:
     authorization = request.headers.get("authorization")
     as_json = _is_json(request)
+    notes: object = None
     try:
         if as_json:
             body = await read_json_body(request)
             decision, revision = _json_decision(body)
-            notes = body.get("notes") if isinstance(body.get("notes"), str) else None
+            notes = body.get("notes")
             csrf = None
             bearer = bearer_token(authorization)
             caller = await keys.authenticate(context, bearer) if authorization else None
         else:
             form = parse_qs((await read_body(request)).decode("utf-8", "replace"))
-            decision = _decision((form.get("decision") or [""])[0])
+            decision = parse_decision((form.get("decision") or [""])[0])
             csrf = (form.get("csrf") or [""])[0]
             raw_revision = (form.get("revision") or [""])[0]
             revision = int(raw_revision) if re.fullmatch(r"[0-9]{1,9}", raw_revision) else None
-            notes = (form.get("notes") or [""])[0].strip()[:10000] or None
+            notes = (form.get("notes") or [""])[0]
             caller = None
-        state = await waiting.decide_by_link(
+        state = await resume_links.decide_by_link(
             context, token, decision, csrf=csrf, caller=caller, revision=revision, notes=notes
         )
     except SignoffError as error:
-        return problem_response(error) if as_json else _error_page(error)
+        if as_json:
+            return problem_response(error)
+        if error.errors:  # what the decision needs: the same page again, notes kept
+            return await _page_again(context, token, error, notes)
+        return _error_page(error)
     return _link_json(state) if as_json else _page(state)
 
 
-def _decision(value: Any) -> Decision:
-    if not isinstance(value, str) or value not in {d.value for d in Decision}:
-        raise validation_error(
-            [FieldError("decision", "must be APPROVED, REJECTED or REVISION_REQUESTED")]
-        )
-    return Decision(value)
+async def _page_again(context: Any, token: str, error: SignoffError, notes: object) -> Response:
+    try:
+        state = await resume_links.view_link(context, token)
+    except SignoffError:
+        return _error_page(error)
+    status = problem_response(error).status_code
+    kept = notes if isinstance(notes, str) else ""
+    return _page(state, status=status, message=error.message, notes=kept)
 
 
 def _json_decision(body: Any) -> tuple[Decision, int | None]:
@@ -317,10 +333,8 @@ def _json_decision(body: Any) -> tuple[Decision, int | None]:
         raise validation_error(
             [FieldError("(root)", 'expected {"decision", "revision"?, "notes"?}')]
         )
-    if "notes" in body and not (isinstance(body["notes"], str) and len(body["notes"]) <= 10000):
-        raise validation_error([FieldError("notes", "must be a string of at most 10000")])
     revision = body.get("revision")
     valid = isinstance(revision, int) and not isinstance(revision, bool) and 1 <= revision < 2**31
     if revision is not None and not valid:
         raise validation_error([FieldError("revision", "must be a revision number")])
-    return _decision(body.get("decision")), revision
+    return parse_decision(body.get("decision")), revision

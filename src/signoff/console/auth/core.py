@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import json
 import secrets
@@ -13,10 +11,10 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, Request
 from starlette.responses import Response
 
+from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
 from signoff.services import users as user_service
 from signoff.services.context import ServiceContext
-from signoff.settings import Settings
 from signoff.store.users import User
 
 SESSION_COOKIE = "signoff_session"
@@ -24,20 +22,6 @@ ANON_CSRF_COOKIE = "signoff_csrf"
 LOGIN_PATH = "/console/login"
 HOME_PATH = "/console"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-_PROCESS_SECRET = secrets.token_bytes(32)
-
-
-def secret_key(settings: Settings) -> bytes:
-    """``SIGNOFF_SECRET_KEY``, or a random key for this process (``signoff serve
-    --workers N`` hands one to all its processes; replicas on several hosts must be given
-    the same ``SIGNOFF_SECRET_KEY``)."""
-    return settings.secret_key.encode() if settings.secret_key else _PROCESS_SECRET
-
-
-def _mac(settings: Settings, purpose: str, value: str) -> str:
-    digest = hmac.new(secret_key(settings), f"{purpose}:{value}".encode(), hashlib.sha256)
-    return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
 
 
 def _context(request: Request) -> ServiceContext:
@@ -50,7 +34,7 @@ def _context(request: Request) -> ServiceContext:
 
 def set_session_cookie(request: Request, response: Response, session_id: str) -> None:
     settings = _context(request).settings
-    value = f"{session_id}.{_mac(settings, 'session', session_id)}"
+    value = f"{session_id}.{form_mac(settings, 'session', session_id)}"
     response.set_cookie(
         SESSION_COOKIE,
         value,
@@ -75,7 +59,7 @@ def session_id_of(request: Request) -> str | None:
     if not raw or "." not in raw:
         return None
     session_id, _, mac = raw.rpartition(".")
-    expected = _mac(_context(request).settings, "session", session_id)
+    expected = form_mac(_context(request).settings, "session", session_id)
     return session_id if hmac.compare_digest(mac, expected) else None
 
 
@@ -185,7 +169,7 @@ def csrf_token(request: Request) -> str:
     settings = _context(request).settings
     session_id = getattr(request.state, "console_session_id", None)
     if session_id:
-        return _mac(settings, "csrf-session", session_id)
+        return form_mac(settings, "csrf-session", session_id)
     nonce = getattr(request.state, "console_csrf_nonce", None) or request.cookies.get(
         ANON_CSRF_COOKIE
     )
@@ -193,7 +177,7 @@ def csrf_token(request: Request) -> str:
         nonce = secrets.token_urlsafe(24)
         request.state.console_csrf_nonce_new = True
     request.state.console_csrf_nonce = nonce
-    return _mac(settings, "csrf-anonymous", nonce)
+    return form_mac(settings, "csrf-anonymous", nonce)
 
 
 def keep_anonymous_csrf_cookie(request: Request, response: Response) -> None:

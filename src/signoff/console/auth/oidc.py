@@ -22,11 +22,11 @@ from starlette.responses import Response
 from signoff.console.auth.core import (
     LOGIN_PATH,
     safe_next,
-    secret_key,
     session_id_of,
     set_session_cookie,
 )
 from signoff.console.rendering import render
+from signoff.crypto import secret_key
 from signoff.domain.states import Role
 from signoff.errors import Forbidden, Unprocessable
 from signoff.services import users as user_service

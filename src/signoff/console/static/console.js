@@ -93,8 +93,6 @@
 
   /* Decisions: validated, then confirmed once ----------------------------------------- */
 
-  var LABELS = { APPROVED: "Approve", REJECTED: "Reject", REVISION_REQUESTED: "Request revision" };
-
   function cancelConfirm() {
     var bar = $("#confirm");
     if (!bar || bar.hidden) return false;
@@ -116,8 +114,9 @@
     var payload = $("#payload", form).value.trim();
     error.textContent = "";
     $("#payload-error").textContent = "";
-    if (decision !== "APPROVED" && !notes) {
-      error.textContent = "Notes are required to " + (decision === "REJECTED" ? "reject." : "request a revision.");
+    var needsNotes = submitter.getAttribute("data-notes-required");
+    if (needsNotes && !notes) {
+      error.textContent = "Notes are required to " + needsNotes + ".";
       $("#notes", form).focus();
       return;
     }
@@ -132,7 +131,7 @@
     form.setAttribute("data-choice", decision);
     var body = $("#task-body");
     var revision = body.getAttribute("data-revision");
-    $("#confirm-text").textContent = LABELS[decision] + (revision ? " revision " + revision : "") +
+    $("#confirm-text").textContent = submitter.getAttribute("data-label") + (revision ? " revision " + revision : "") +
       "? Press Enter or click Confirm; Esc cancels.";
     $("#confirm").hidden = false;
     $("#confirm [data-confirm]").focus();

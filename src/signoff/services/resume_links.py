@@ -1,0 +1,246 @@
+"""Resume links: the personal approve/reject link in a notification e-mail.
+
+A link names one task and one approver. Opening it never changes anything (mail scanners
+follow links); deciding with it is a claim and a resolve as that approver through the
+very same service calls as the API, so every rule of a decision holds here as there: the
+decision rules, the approver's role and groups at the moment they decide, the lease, the
+revision they saw, and the approval's expiry. A link dies when its task is decided,
+expires, is cancelled, or moves to another group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from signoff.crypto import form_mac
+from signoff.domain.decisions import checked_notes
+from signoff.domain.revisions import structured_diff
+from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
+from signoff.errors import Conflict, Forbidden, NotFound, SignoffError
+from signoff.services import tasks as task_service
+from signoff.services.context import ServiceContext
+from signoff.services.notifications import hash_resume_token
+from signoff.store import approvals as approval_store
+from signoff.store import tasks as task_store
+from signoff.store import waiting as store
+from signoff.store.database import UnitOfWork
+
+WITHDRAWN = "This link was withdrawn (the task moved to another group)."
+
+
+def csrf_token(ctx: ServiceContext, token_hash: str) -> str:
+    """The resume page's form token: an HMAC of the link (see :func:`signoff.crypto.form_mac`)."""
+    return form_mac(ctx.settings, "resume-link", token_hash)
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """What a resume link leads to. ``http_status``: 200 open or decided, 410 gone."""
+
+    http_status: int
+    state: str  # "open", "decided", "gone"
+    message: str
+    task: dict[str, Any] | None = None
+    approver: str | None = None
+    csrf: str | None = None
+    revision: dict[str, Any] | None = None
+    """The current revision of the subject (``subject``, ``source_revisions``, ``digest``)."""
+    diff: dict[str, Any] | None = None
+    """Changes since the revision the approver last viewed, when it is not the current."""
+
+
+async def _load_link(
+    uow: UnitOfWork, ctx: ServiceContext, token: str, now: datetime
+) -> tuple[dict[str, Any], Task]:
+    token_hash = hash_resume_token(token)
+    row = await store.find_resume_token(uow.connection, token_hash)
+    task = await task_store.find_task(uow.connection, row["task_id"]) if row else None
+    if row is None or task is None:
+        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+    # Read the link again, after the task: a reassignment revokes links in the same commit
+    # that moves the task, so either this read sees the revocation, or the task read above
+    # predates the move and the conditional resolve (same level and group) matches nothing.
+    # Reading the link only before the task let a move commit in between (READ COMMITTED).
+    row = await store.find_resume_token(uow.connection, token_hash)
+    if row is None:
+        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+    return row, task
+
+
+def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) -> LinkState:
+    """A dead link says why and shows nothing of the task; a decided one shows only the
+    decision."""
+    if row["revoked_at"] is not None:
+        return LinkState(410, "gone", WITHDRAWN)
+    if task.status is TaskStatus.RESOLVED:
+        decided = {"id": str(task.id), "decision": task.decision, "operator_id": task.operator_id}
+        return LinkState(
+            200,
+            "decided",
+            f"The decision is already recorded: {task.decision}.",
+            decided,
+            row["principal_id"],
+        )
+    if task.status is TaskStatus.CANCELLED:
+        return LinkState(410, "gone", "The producer withdrew this request; nothing to decide.")
+    if task.status is TaskStatus.EXPIRED:
+        return LinkState(
+            410, "gone", "This request expired before a decision; nothing was recorded."
+        )
+    if row["expires_at"] <= now:
+        return LinkState(410, "gone", "This link has expired.")
+    view = task_view(task, now)
+    return LinkState(
+        200,
+        "open",
+        "Waiting for your decision.",
+        view,
+        row["principal_id"],
+        csrf_token(ctx, row["token_hash"]),
+    )
+
+
+async def view_link(ctx: ServiceContext, token: str) -> LinkState:
+    """What ``GET /r/{token}`` shows. Never changes state: mail scanners follow GETs."""
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        row, task = await _load_link(uow, ctx, token, now)
+        state = _state(ctx, row, task, now)
+        if state.state == "open" and task.has_subject:
+            state = await _with_subject(uow, state, task, row["principal_id"])
+    return state
+
+
+async def _with_subject(uow: UnitOfWork, state: LinkState, task: Task, approver: str) -> LinkState:
+    """Add what is being decided: the current revision, and its changes since the one the
+    approver last viewed (read only: a GET records nothing)."""
+    conn = uow.connection
+    current = await approval_store.find_revision(conn, task.id, int(task.current_revision or 0))
+    seen = await approval_store.last_viewed_revision(conn, task_id=task.id, principal_id=approver)
+    diff = None
+    if current is not None and seen is not None and seen != task.current_revision:
+        before = await approval_store.find_revision(conn, task.id, seen)
+        if before is not None:
+            diff = {"from": seen, "to": task.current_revision} | structured_diff(
+                before["subject"],
+                current["subject"],
+                before["source_revisions"],
+                current["source_revisions"],
+            )
+    return replace(state, revision=current, diff=diff)
+
+
+async def decide_by_link(
+    ctx: ServiceContext,
+    token: str,
+    decision: Decision,
+    *,
+    csrf: str | None,
+    caller: Principal | None,
+    revision: int | None = None,
+    notes: object = None,
+) -> LinkState:
+    """Decide as the link's approver: a claim and a resolve through
+    :func:`signoff.services.tasks.claim` and :func:`signoff.services.tasks.resolve`, as
+    the approver is now (their live reviewer key or console account, its role and groups).
+
+    A repeated or late click is a no-op that shows the recorded outcome; after expiry,
+    cancellation or a move to another group, 410. ``csrf`` is required from browsers
+    (forms) and ``None`` for JSON callers; a JSON caller that authenticates must be the
+    link's approver. Nothing is claimed when the decision itself is refused.
+
+    Raises:
+        NotFound: unknown link. Forbidden: wrong form token, another principal, the
+        producer's own principal, an approver no longer in the task's group or without a
+        reviewer role. Conflict: someone else holds a live lease, or the subject changed.
+        Unprocessable: what the decision rules require (notes, a subject).
+    """
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        row, task = await _load_link(uow, ctx, token, now)
+        if csrf is not None and not hmac.compare_digest(csrf, csrf_token(ctx, row["token_hash"])):
+            raise Forbidden(
+                "the form is not valid for this link; reload the page", error_code="ERR_CSRF"
+            )
+        approver_id = row["principal_id"]
+        if caller is not None and caller.principal_id != approver_id:
+            raise Forbidden("this link belongs to another approver", error_code="ERR_FORBIDDEN")
+        state = _state(ctx, row, task, now)
+        if state.state != "open":
+            return state
+        approver = await store.approver_principal(uow.connection, approver_id)
+    if approver is None:
+        raise Forbidden(
+            f"{approver_id} no longer holds a reviewer key or account", error_code="ERR_FORBIDDEN"
+        )
+    if task.has_subject and revision != task.current_revision:
+        raise Conflict(
+            f"name the revision you reviewed; the current one is {task.current_revision}: "
+            "reload the page",
+            error_code="ERR_STALE_REVISION",
+            extra={"current_revision": task.current_revision},
+        )
+    digest = task.digest if task.has_subject else None
+    notes = checked_notes(decision, notes)
+    refusal = decision_refusal(task, approver, decision, revision, digest)
+    if refusal is not None:
+        raise refusal
+    try:
+        grant = await task_service.claim(ctx, approver, str(task.id))
+    except SignoffError as error:
+        return await _after_refused_claim(ctx, token, error)
+    try:
+        resolved = await task_service.resolve(
+            ctx,
+            approver,
+            str(task.id),
+            grant.lease_token,
+            decision=decision,
+            notes=notes,
+            resolution_payload=None,
+            revision=revision,
+            digest=digest,
+        )
+    except SignoffError:
+        # Changed between the claim and the resolve (a new revision): give it back.
+        await _give_back(ctx, approver, str(task.id), grant.lease_token)
+        raise
+    if resolved.has_subject:
+        async with ctx.database.transaction() as uow:
+            await approval_store.record_view(
+                uow.connection,
+                task_id=resolved.id,
+                principal_id=approver.principal_id,
+                revision=int(resolved.current_revision or 0),
+                now=now,
+            )
+            await uow.commit()
+    return LinkState(
+        200,
+        "decided",
+        f"Recorded: {decision.value}. Thank you.",
+        task_view(resolved, ctx.now()),
+        approver.principal_id,
+    )
+
+
+async def _after_refused_claim(ctx: ServiceContext, token: str, error: SignoffError) -> LinkState:
+    """A claim refused because the task moved on shows what the link shows now (decided,
+    gone); any other refusal (someone else is reviewing, not in the group) is the error."""
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        row, task = await _load_link(uow, ctx, token, now)
+    state = _state(ctx, row, task, now)
+    if state.state != "open":
+        return state
+    raise error
+
+
+async def _give_back(ctx: ServiceContext, approver: Principal, task_id: str, token: str) -> None:
+    with contextlib.suppress(SignoffError):  # the lease already ended: nothing to give back
+        await task_service.release(ctx, approver, task_id, token)
