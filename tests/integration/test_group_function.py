@@ -330,3 +330,25 @@ def test_a_kind_of_group_failure_is_logged_once_until_a_group_is_written_again(
         ("ConnectionDoesNotExistError", 2),
     ]
     assert _said(logs, "group_commit.unavailable") == []
+
+
+def test_a_process_set_to_write_each_escalation_alone_says_so_without_looking(url: str) -> None:
+    async def run() -> tuple[bool, Recorder, list[Any]]:
+        context, recorder = _context(url)
+        context.database.escalations = grouped.EscalationGroups(recorder, size=1)
+        try:
+            on = await context.database.escalations.check()
+            outcomes = await _together(context, [escalation(), escalation()])
+        finally:
+            await context.database.dispose()
+        return on, recorder, outcomes
+
+    with capture_logs() as logs:
+        on, recorder, outcomes = asyncio.run(run())
+    assert not on
+    assert _enabled() == 0
+    [said] = _said(logs, "group_commit.unavailable")
+    assert (said["reason"], said["log_level"]) == ("group_size_1", "info")
+    assert [o.status_code for o in outcomes] == [201, 201]
+    assert recorder.calls.count((grouped.FIND_FUNCTION, 1)) == 0
+    assert recorder.alone() == 2

@@ -59,11 +59,11 @@ def emptied(postgres_database: str) -> Iterator[str]:
     found = asyncio.run(
         _admin(
             postgres_database,
-            "SELECT pg_get_userbyid(proowner) AS owner FROM pg_proc"
+            "SELECT pg_get_userbyid(proowner) = current_user AS ours FROM pg_proc"
             f" WHERE oid = to_regprocedure('{function}')",
         )
     )
-    if not found or found[0]["owner"] != "postgres":
+    if not found or not found[0]["ours"]:
         asyncio.run(_admin(postgres_database, f"DROP FUNCTION IF EXISTS {function};"))
         asyncio.run(_admin(postgres_database, migrated_definition()))
 
