@@ -257,6 +257,8 @@ def test_a_function_dropped_while_running_turns_groups_off_loudly(url: str) -> N
             await context.database.dispose()
         tasks = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
         assert tasks[0]["n"] == 7
+        _, _, on_after = await _escalate_as(url)  # a process started since
+        assert not on_after
         return recorder, gauge
 
     with capture_logs() as logs:
@@ -264,7 +266,8 @@ def test_a_function_dropped_while_running_turns_groups_off_loudly(url: str) -> N
     assert gauge == [1, 0]
     assert recorder.groups() == [2, 3]  # the third group was never tried
     assert recorder.alone() == 5
-    assert [entry["reason"] for entry in _said(logs, "group_commit.unavailable")] == ["missing"]
+    said = _said(logs, "group_commit.unavailable")
+    assert [entry["reason"] for entry in said] == ["missing", "missing"]  # running, started
     assert _said(logs, "group_commit.failed") == []
 
 

@@ -420,7 +420,7 @@ class EscalationGroups:
     async def _find_function(self) -> None:
         rows = await self._run(FIND_FUNCTION)
         if not rows:
-            self._off("missing", f"no function {FUNCTION}{SIGNATURE}: run signoff migrate")
+            self._off("missing", f"no {FUNCTION}{SIGNATURE}: not migrated, or dropped")
         elif not rows[0]["ours"]:
             self._off("not_owner", f"{FUNCTION} belongs to role {rows[0]['owner']}")
         elif not rows[0]["executable"]:
