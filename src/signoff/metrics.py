@@ -58,6 +58,12 @@ STORM_SHIELD = Counter(
     ["result"],
     registry=REGISTRY,
 )
+GROUP_COMMIT_ENABLED = Gauge(
+    "signoff_group_commit_enabled",
+    "1 while this process writes PostgreSQL escalations in groups; 0 when it writes each "
+    "alone (SQLite, or the reason logged as group_commit.unavailable).",
+    registry=REGISTRY,
+)
 API_KEY_CACHE = Counter(
     "signoff_api_key_cache_total",
     "API key verifications, by result: hit (this process's cache) or miss (database).",

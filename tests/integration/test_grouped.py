@@ -9,14 +9,15 @@ escalation."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from alembic.script import ScriptDirectory
 
 from signoff.domain.clock import ManualClock
 from signoff.domain.json_output import compact_json
@@ -28,6 +29,7 @@ from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store import grouped, oneshot
 from signoff.store.database import Database, create_engine
+from signoff.store.migrate import alembic_config
 from tests.conftest import reset_postgres
 from tests.integration.test_lite import TABLES  # the tables an escalation writes
 from tests.support import escalation
@@ -37,10 +39,38 @@ pytestmark = pytest.mark.postgres
 PRODUCER = Principal(key_id=uuid.uuid4(), principal_id="bot-groups", role=Role.PRODUCER)
 
 
-@pytest.fixture
-def url(postgres_database: str) -> str:
+#: The migration that created the group function this version calls.
+MIGRATION = "0011"
+
+
+def migrated_definition() -> str:
+    """The group function's definition as its migration carries it."""
+    script = ScriptDirectory.from_config(alembic_config()).get_revision(MIGRATION)
+    assert script is not None
+    return Path(script.path).with_suffix(".sql").read_text(encoding="utf-8")
+
+
+def emptied(postgres_database: str) -> Iterator[str]:
+    """The session's database, emptied; a group function a test dropped or gave away is
+    put back as its migration made it afterwards."""
     reset_postgres(postgres_database)
-    return postgres_database
+    yield postgres_database
+    function = f"{grouped.FUNCTION}{grouped.SIGNATURE}"
+    found = asyncio.run(
+        _admin(
+            postgres_database,
+            "SELECT pg_get_userbyid(proowner) = current_user AS ours FROM pg_proc"
+            f" WHERE oid = to_regprocedure('{function}')",
+        )
+    )
+    if not found or not found[0]["ours"]:
+        asyncio.run(_admin(postgres_database, f"DROP FUNCTION IF EXISTS {function};"))
+        asyncio.run(_admin(postgres_database, migrated_definition()))
+
+
+@pytest.fixture
+def url(postgres_database: str) -> Iterator[str]:
+    yield from emptied(postgres_database)
 
 
 def _is_group_call(sql: str) -> bool:
@@ -204,34 +234,6 @@ def test_later_escalations_of_a_group_see_the_earlier_ones(url: str) -> None:
     asyncio.run(run())
 
 
-def test_a_group_that_fails_is_written_alone_escalation_by_escalation(url: str) -> None:
-    async def run() -> None:
-        context, recorder = _context(url)
-        try:
-            outcomes = await _together(context, [escalation(), escalation()])
-            assert [o.status_code for o in outcomes] == [201, 201]
-            assert recorder.groups() == [2]
-            # The function vanishes (an operator cleaned the schema): the next group fails,
-            # and each of its escalations is written alone.
-            await _admin(url, f"DROP FUNCTION {grouped.FUNCTION}{grouped.SIGNATURE}")
-            bodies = [escalation(), escalation(), escalation()]
-            outcomes = await _together(context, bodies)
-            assert [o.status_code for o in outcomes] == [201, 201, 201]
-            assert recorder.groups() == [2, 3]
-            assert recorder.alone() == 3
-            # The function is created again for the group after.
-            outcomes = await _together(context, [escalation(), escalation()])
-            assert [o.status_code for o in outcomes] == [201, 201]
-            assert recorder.groups() == [2, 3, 2]
-            assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 2
-        finally:
-            await context.database.dispose()
-        tasks = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
-        assert tasks[0]["n"] == 7
-
-    asyncio.run(run())
-
-
 def test_a_group_whose_commit_was_lost_is_answered_from_its_keys(url: str) -> None:
     """The group committed, but its answer never arrived (the connection broke): each
     escalation is sent again alone and answered from its key, as a replay."""
@@ -280,95 +282,6 @@ def test_a_caller_that_gives_up_leaves_its_group_whole(url: str) -> None:
         assert recorder.groups() == [2]  # the one who gave up was not written
         tasks = await _admin(url, "SELECT id FROM review_tasks")
         assert str(bodies[1]["escalation_id"]) not in {str(r["id"]) for r in tasks}
-
-    asyncio.run(run())
-
-
-@contextlib.asynccontextmanager
-async def _role(url: str, *, may_create: bool) -> AsyncIterator[tuple[str, str]]:
-    """A fresh login role that may read and write the tables, and create in the schema
-    only if ``may_create``, on a database where the group function does not exist yet:
-    its name and its database URL. Dropped afterwards, with what it owns."""
-    role = f"signoff_role_{uuid.uuid4().hex[:8]}"
-    database_name = url.rsplit("/", 1)[1]
-    await _admin(url, f"DROP FUNCTION IF EXISTS {grouped.FUNCTION}{grouped.SIGNATURE}")
-    await _admin(url, f"CREATE ROLE {role} LOGIN")
-    try:
-        await _admin(
-            url,
-            f'GRANT CONNECT ON DATABASE "{database_name}" TO {role};'
-            f" GRANT USAGE ON SCHEMA public TO {role};"
-            " REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
-            + (f" GRANT CREATE ON SCHEMA public TO {role};" if may_create else "")
-            + f" GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};"
-            f" GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-        )
-        yield role, url.replace("postgres@", f"{role}@", 1)
-    finally:
-        await _admin(url, f"DROP OWNED BY {role}; DROP ROLE {role}")
-
-
-async def _escalate_as(url: str, *groups: list[dict[str, Any]]) -> tuple[list[Any], Recorder]:
-    """Escalate each of ``groups`` together, one group after the other, through a fresh
-    process's database connection to ``url``: all outcomes, and what was run."""
-    context, recorder = _context(url)
-    try:
-        outcomes = [o for group in groups for o in await _together(context, group)]
-    finally:
-        await context.database.dispose()
-    return outcomes, recorder
-
-
-def test_without_the_right_to_create_the_function_each_is_written_alone(url: str) -> None:
-    async def run() -> None:
-        async with _role(url, may_create=False) as (_, plain_url):
-            bodies = [escalation() for _ in range(5)]
-            outcomes, recorder = await _escalate_as(plain_url, bodies[:3], bodies[3:])
-        assert [o.status_code for o in outcomes] == [201] * 5
-        assert recorder.groups() == []
-        assert recorder.alone() == 5
-        assert recorder.calls.count((grouped.ENSURE_FUNCTION, 1)) == 1  # asked once
-
-    asyncio.run(run())
-
-
-def test_a_function_of_that_name_owned_by_another_role_is_never_called(url: str) -> None:
-    """Where PUBLIC may create in the schema, another role could create the function
-    first (its name is in the source): Signoff calls only a function its own role owns."""
-    planted = (
-        f"CREATE FUNCTION public.{grouped.FUNCTION}(items jsonb, joined text)"
-        f" RETURNS TABLE ({grouped._OUT}) LANGUAGE sql AS"
-        " 'SELECT 0, 1::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"
-        " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, false"
-        " FROM jsonb_array_elements(items)'"
-    )
-
-    async def run() -> None:
-        async with _role(url, may_create=True) as (_, other_url):
-            await _admin(other_url, planted)
-            outcomes, recorder = await _escalate_as(url, [escalation() for _ in range(3)])
-            stored = await _admin(url, "SELECT count(*) AS n FROM review_tasks")
-        assert [o.status_code for o in outcomes] == [201] * 3
-        assert recorder.groups() == []  # never called: each was written alone
-        assert recorder.alone() == 3
-        assert stored[0]["n"] == 3
-
-    asyncio.run(run())
-
-
-def test_when_the_function_may_not_be_called_groups_turn_off(url: str) -> None:
-    async def run() -> None:
-        async with _role(url, may_create=True) as (role, plain_url):
-            # The role creates (and owns) the function, then loses the right to call it.
-            created, _ = await _escalate_as(plain_url, [escalation(), escalation()])
-            assert [o.status_code for o in created] == [201, 201]
-            function = f"{grouped.FUNCTION}{grouped.SIGNATURE}"
-            await _admin(url, f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC, {role}")
-            bodies = [escalation() for _ in range(4)]
-            outcomes, recorder = await _escalate_as(plain_url, bodies[:2], bodies[2:])
-        assert [o.status_code for o in outcomes] == [201] * 4
-        assert recorder.groups() == [2]  # tried once, refused: off from then on
-        assert recorder.alone() == 4
 
     asyncio.run(run())
 

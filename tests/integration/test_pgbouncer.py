@@ -111,8 +111,8 @@ def test_escalate_claim_resolve_through_pgbouncer(
 
 
 def test_a_group_of_escalations_through_pgbouncer(pgbouncer: str, postgres_database: str) -> None:
-    """Group commit (signoff.store.grouped) through the pooler: the function is created
-    and called inside transactions, without prepared statements."""
+    """Group commit (signoff.store.grouped) through the pooler: the function is looked
+    for and called inside transactions, without prepared statements."""
     reset_postgres(postgres_database)
     settings = Settings(database_url=pgbouncer, pgbouncer=True, encryption_keys=None)
 

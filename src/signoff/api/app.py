@@ -63,6 +63,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         app.state.context = context
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
+        if database.dialect == "postgresql":
+            database.escalations.start()  # says at start-up when escalations go alone
         if not settings.api_key_cache or (settings.pgbouncer and not settings.listen_database_url):
             database.key_cache.disable()  # LISTEN does not pass a transaction pooler
         else:

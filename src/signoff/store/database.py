@@ -307,6 +307,7 @@ class Database:
             await uow.connection.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        await self.escalations.close()
         if self.announcer is not None:
             await self.announcer.drain()
         if self._pool is not None:

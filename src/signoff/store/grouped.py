@@ -36,18 +36,22 @@ lane. A group holds at most :data:`MAX_GROUP` escalations: a transaction keeps u
 subtransaction ids where other sessions' snapshots can see them, and beyond that every
 snapshot check has to look further.
 
-The function is created on first use, under an advisory lock, named after the digest of
-its own text: two versions of Signoff on one database each create and call their own,
-and never replace each other's. It is called by its schema-qualified name, and only if
-the role Signoff connects as owns it: where PUBLIC may create in the schema, another
-role could create a function of that name first (the name is in the source). A role
-that may not create it, or may not call it, writes each escalation alone.
+The function is created by a migration, under a name that carries its revision
+(:data:`FUNCTION`): a version of Signoff calls only the function its own escalation
+statement matches, and a migration that changes the statement creates a new function
+under a new name (``tests/integration/test_group_function.py`` holds the migrated
+function equal to :func:`definition`, and fails until there is one). It is called by its
+schema-qualified name, and only if the role Signoff connects as owns it and may execute
+it: where PUBLIC may create in the schema, another role could create a function of that
+name first (the name is in the source). When it is missing or not this role's to call,
+the process says so once (the ``group_commit.unavailable`` log line, the
+``signoff_group_commit_enabled`` gauge at 0) and writes each escalation alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +62,7 @@ import asyncpg
 import orjson
 import structlog
 
+from signoff.metrics import GROUP_COMMIT_ENABLED
 from signoff.store.availability import database_unavailable
 from signoff.store.oneshot import ESCALATE, JSON_COLUMNS, TASK_CONFLICT, Statement
 
@@ -177,14 +182,17 @@ def _function_body(stmt: Statement) -> str:
     )
 
 
-#: After a refusal: which task refused it (TASK_CONFLICT, from the escalation's own task).
-_REFUSED = (
-    "SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"  # noqa: S608
-    " NULL::timestamptz, true, c.id, c.producer_id, c.same_id, false FROM (SELECT 1) AS one"
-    " LEFT JOIN ("
-    + _read_from_item(TASK_CONFLICT, {"entity_type": "t_entity_type", "entity_id": "t_entity_id"})
-    + ") AS c ON true"
-)
+def _refused() -> str:
+    """After a refusal: which task refused it (TASK_CONFLICT, from the escalation's own
+    task)."""
+    conflict = _read_from_item(
+        TASK_CONFLICT, {"entity_type": "t_entity_type", "entity_id": "t_entity_id"}
+    )
+    return (
+        "SELECT item_no, 0::bigint, NULL::varchar, NULL::uuid, NULL::int, NULL::text,"  # noqa: S608
+        " NULL::timestamptz, true, c.id, c.producer_id, c.same_id, false FROM (SELECT 1) AS one"
+        f" LEFT JOIN ({conflict}) AS c ON true"
+    )
 
 
 #: An escalation that waited too long for a lock: undone, to be written alone.
@@ -193,9 +201,18 @@ _BUSY = (
     " NULL::timestamptz, false, NULL::uuid, NULL::text, NULL::boolean, true"
 )
 
+#: The function this version calls, named after the migration that created it: a
+#: migration that changes the function creates it under its own revision's name, so
+#: processes of the version before keep calling the one their statement matches.
+FUNCTION = "signoff_escalate_group_0011"
+#: The function's argument types.
+SIGNATURE = "(jsonb, text)"
 
-def _create_sql(name: str, body: str) -> str:
-    """The function's definition (``name`` and ``body`` are built here, never input)."""
+
+def definition(name: str = FUNCTION) -> str:
+    """The function's definition as this version's escalation statement makes it: what
+    its migration must have created (``name`` is a constant here or in a test, never
+    input)."""
     return (
         f"CREATE FUNCTION {name}(items jsonb, joined text) RETURNS TABLE ({_OUT})"  # noqa: S608
         f" LANGUAGE plpgsql VOLATILE SET lock_timeout = '{LOCK_WAIT}'"
@@ -203,34 +220,23 @@ def _create_sql(name: str, body: str) -> str:
         "DECLARE item jsonb; item_no int := 0;\n"
         "  texts text[] := string_to_array(joined, chr(30), '');\nBEGIN\n"
         "  FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP\n"
-        f"    BEGIN\n      RETURN QUERY {body};\n"
+        f"    BEGIN\n      RETURN QUERY {_function_body(ESCALATE)};\n"
         "    EXCEPTION WHEN unique_violation THEN\n"
-        f"      RETURN QUERY {_REFUSED};\n"
+        f"      RETURN QUERY {_refused()};\n"
         "    WHEN lock_not_available OR deadlock_detected THEN\n"
         f"      RETURN QUERY {_BUSY};\n    END;\n"
         "    item_no := item_no + 1;\n  END LOOP;\nEND\n$fn$"
     )
 
 
-_BODY = _function_body(ESCALATE)
-#: The function's argument types.
-SIGNATURE = "(jsonb, text)"
-#: The function's name: its text's digest, so no other version's function is replaced.
-FUNCTION = (
-    "signoff_escalate_group_" + hashlib.sha256(_create_sql("f", _BODY).encode()).hexdigest()[:16]
-)
-#: One statement that creates the function unless it exists (under a transaction-scoped
-#: advisory lock, so processes starting together do not race).
-ENSURE_FUNCTION = (
-    "DO $ensure$ BEGIN PERFORM pg_advisory_xact_lock(hashtext('signoff_escalate_group'));"
-    f" IF to_regprocedure('{FUNCTION}{SIGNATURE}') IS NULL THEN"
-    f" EXECUTE $create${_create_sql(FUNCTION, _BODY)}$create$; END IF; END $ensure$"
-)
-#: Where the function is and whether this role owns it. A function of that name owned by
-#: anyone else (planted where PUBLIC may create) is never called.
+#: Where the function is, who owns it, and whether this role owns it and may execute it.
+#: A function of that name owned by anyone else (planted where PUBLIC may create) is
+#: never called.
 FIND_FUNCTION = (
-    "SELECT n.nspname, p.proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)"  # noqa: S608
-    " AS ours FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+    "SELECT n.nspname, pg_get_userbyid(p.proowner) AS owner,"  # noqa: S608
+    " p.proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AS ours,"
+    " has_function_privilege(p.oid, 'EXECUTE') AS executable"
+    " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
     f" WHERE p.oid = to_regprocedure('{FUNCTION}{SIGNATURE}')"
 )
 
@@ -267,6 +273,41 @@ class EscalationGroups:
         #: The call of the function; ``None``: not looked for yet; ``False``: groups off.
         self._function: str | Literal[False] | None = None
         self._looking = asyncio.Lock()
+        #: The kinds of group failure logged since a group was last written: each is
+        #: logged once, not once per group or per escalation.
+        self._failing: set[str] = set()
+        self.checking: asyncio.Task[bool] | None = None
+        """The look for the function that :meth:`start` began (a start-up's)."""
+
+    def start(self) -> None:
+        """Look for the function now, in the background (at start-up): a process that
+        will write each escalation alone says so before its first escalation."""
+        if self.checking is None:
+            self.checking = asyncio.create_task(self.check(), name="signoff-group-commit-check")
+
+    async def check(self) -> bool:
+        """Whether escalations are written in groups, the function looked for unless it
+        was already (and the ``group_commit`` log line and gauge set). A database that
+        cannot be reached leaves the looking to the first group."""
+        if self.size == 1:
+            GROUP_COMMIT_ENABLED.set(0)
+            log.info("group_commit.unavailable", reason="group_size_1", function=FUNCTION)
+            return False
+        try:
+            return await self._call() is not None
+        except Exception as exc:
+            if not database_unavailable(exc):
+                log.warning(
+                    "group_commit.check_failed", error=type(exc).__name__, detail=str(exc)[:200]
+                )
+            return False
+
+    async def close(self) -> None:
+        """Stop the start-up look if it still runs."""
+        if self.checking is not None and not self.checking.done():
+            self.checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.checking
 
     async def escalate(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """Run ESCALATE with ``values`` (by name) in the next group; its row (the columns
@@ -319,6 +360,7 @@ class EscalationGroups:
         if rows is None or len(rows) != len(group):
             await asyncio.gather(*(self._answer_alone(w) for w in group))
             return
+        self._failing.clear()
         busy = []
         for waiting, row in zip(group, rows, strict=True):
             if waiting.answer.done():
@@ -342,16 +384,16 @@ class EscalationGroups:
     def _failed(self, exc: Exception, escalations: int) -> None:
         """A group that could not be written as one (its escalations go alone)."""
         if isinstance(exc, asyncpg.UndefinedFunctionError):
-            self._function = None  # dropped meanwhile: looked for again next time
-        elif isinstance(exc, asyncpg.InsufficientPrivilegeError):
-            self._off(f"may not call {FUNCTION}: {exc}")  # EXECUTE revoked
+            self._off("missing", str(exc))  # dropped, or a database not migrated
             return
-        if not database_unavailable(exc):  # an outage: each request reports it
+        if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+            self._off("not_executable", str(exc))  # EXECUTE revoked
+            return
+        kind = type(exc).__name__
+        if kind not in self._failing:
+            self._failing.add(kind)
             log.warning(
-                "escalation_group.failed",
-                escalations=escalations,
-                error=type(exc).__name__,
-                detail=str(exc)[:200],
+                "group_commit.failed", escalations=escalations, error=kind, detail=str(exc)[:200]
             )
 
     async def _answer_alone(self, waiting: _Waiting) -> None:
@@ -367,8 +409,8 @@ class EscalationGroups:
                 waiting.answer.set_result(row)
 
     async def _call(self) -> str | None:
-        """The statement that calls the function, once it is known to be this role's own
-        (created if missing); ``None`` when groups are off."""
+        """The statement that calls the function, once it is known to be this role's own;
+        ``None`` when groups are off."""
         if self._function is None:
             async with self._looking:
                 if self._function is None:
@@ -376,17 +418,23 @@ class EscalationGroups:
         return self._function or None
 
     async def _find_function(self) -> None:
-        try:
-            await self._run(ENSURE_FUNCTION)
-        except asyncpg.InsufficientPrivilegeError as exc:
-            self._off(str(exc))
-            return
         rows = await self._run(FIND_FUNCTION)
-        if not rows or not rows[0]["ours"]:
-            self._off(f"{FUNCTION} is missing or belongs to another role")
-            return
-        self._function = call_sql(rows[0]["nspname"])
+        if not rows:
+            self._off("missing", f"no {FUNCTION}{SIGNATURE}: not migrated, or dropped")
+        elif not rows[0]["ours"]:
+            self._off("not_owner", f"{FUNCTION} belongs to role {rows[0]['owner']}")
+        elif not rows[0]["executable"]:
+            self._off("not_executable", f"this role may not execute {FUNCTION}")
+        else:
+            self._function = call_sql(rows[0]["nspname"])
+            GROUP_COMMIT_ENABLED.set(1)
+            log.info("group_commit.enabled", function=FUNCTION, schema=rows[0]["nspname"])
 
-    def _off(self, reason: str) -> None:
-        log.warning("escalation_group.off", reason=reason[:200])
+    def _off(self, reason: str, detail: str) -> None:
+        """Groups off for the rest of this process's life, said once, loudly."""
+        if self._function is not False:
+            log.warning(
+                "group_commit.unavailable", reason=reason, function=FUNCTION, detail=detail[:200]
+            )
+        GROUP_COMMIT_ENABLED.set(0)
         self._function = False

@@ -24,11 +24,17 @@ def alembic_config() -> Config:
     return config
 
 
-def _upgrade(connection: Connection, revision: str, keyring: Any) -> None:
+def _locked(connection: Connection) -> Config:
+    """The config that runs migrations on ``connection``, once no other process does."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
     config = alembic_config()
     config.attributes["connection"] = connection
+    return config
+
+
+def _upgrade(connection: Connection, revision: str, keyring: Any) -> None:
+    config = _locked(connection)
     # Migrations that encrypt stored secrets use it (a signoff.crypto.Keyring, or a
     # function returning one, called only when there is something to encrypt); without
     # one they load the keys from the environment.
@@ -40,3 +46,13 @@ async def upgrade(engine: AsyncEngine, revision: str = "head", *, keyring: Any =
     """Bring the database schema to ``revision`` (default: the newest)."""
     async with engine.begin() as connection:
         await connection.run_sync(_upgrade, revision, keyring)
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    command.downgrade(_locked(connection), revision)
+
+
+async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    """Take the database schema back to ``revision``."""
+    async with engine.begin() as connection:
+        await connection.run_sync(_downgrade, revision)
