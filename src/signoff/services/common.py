@@ -10,7 +10,7 @@ import structlog
 
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
-from signoff.domain.tasks import Principal, Task, can_read, task_view
+from signoff.domain.tasks import Principal, Task, can_read
 from signoff.errors import task_not_found
 from signoff.metrics import TRANSITIONS, child
 from signoff.services.context import ServiceContext
@@ -42,31 +42,7 @@ async def record_transition(
     details: dict[str, Any] | None = None,
 ) -> None:
     """Append the transition's audit event and, if published, its outbox event."""
-    # Events carry the producer's correlation metadata (its receiver maps them back).
-    view = task_view(task, now, metadata=True)
-    await trail.append_audit_event(
-        uow.connection,
-        task_id=task.id,
-        event_type=step.event_type,
-        action=step.action.value,
-        status=view["status"],
-        version=task.version,
-        actor_id=principal.principal_id,
-        actor_role=principal.role.value,
-        details=details or {},
-        now=now,
-    )
-    if step.publish:
-        uow.wrote_outbox = True
-        await trail.append_outbox_event(
-            uow.connection,
-            task_id=task.id,
-            task_version=task.version,
-            event_type=step.event_type,
-            data=view,
-            now=now,
-        )
-    uow.changed_tasks.add(task.id)
+    await trail.append_transition(uow, step, task, principal, now, details)
     note_transition(step, task, principal)
 
 

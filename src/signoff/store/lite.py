@@ -37,14 +37,10 @@ from signoff.store.tables import (
     review_tasks,
     task_events,
 )
+from signoff.store.writes import TaskRefused
 
 _DIALECT = sqlite.dialect()
 Processor = Callable[[Any], Any] | None
-
-
-class TaskRefused(Exception):
-    """A unique rule refused the task (same id, or an active task for the entity); the
-    transaction was rolled back, key included."""
 
 
 def _bind(column: Column[Any]) -> Processor:
