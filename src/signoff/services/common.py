@@ -41,7 +41,8 @@ async def record_transition(
     now: datetime,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Append the transition's audit event and, if published, its outbox event."""
+    """Append the transition's audit event and, if published, its outbox event
+    (:func:`signoff.store.trail.append_transition`); then its metric and log line."""
     await trail.append_transition(uow, step, task, principal, now, details)
     note_transition(step, task, principal)
 

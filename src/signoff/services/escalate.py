@@ -50,7 +50,7 @@ class EscalationOutcome:
 async def escalate(
     ctx: ServiceContext, principal: Principal, body: Any, *, traceparent: str | None = None
 ) -> EscalationOutcome:
-    """Create a review task from a producer's escalation (seed ``000``).
+    """Create a review task from a producer's escalation.
 
     ``body`` is the parsed JSON request. Returns the 201 response, or the replay of the
     first response for the same idempotency key and body within the TTL.
@@ -146,7 +146,7 @@ async def _escalate(
             uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
         )
         if inserted.assigned_group:
-            # Seed 004: entering review for a group notifies its approvers with their links.
+            # Entering review for a group notifies its approvers with their links.
             targets = [f"group:{inserted.assigned_group}"]
             await waiting_service.notify(
                 uow, ctx, inserted, kind="review_requested", targets=targets, now=now

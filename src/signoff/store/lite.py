@@ -14,8 +14,9 @@ equal). JSON columns receive their text already encoded (as
 :func:`signoff.store.oneshot.encode_json` makes it, the serialisation of
 :class:`~signoff.store.tables.JsonText`).
 
-The parameters and the answer are those of :data:`signoff.store.oneshot.ESCALATE`, so the
-service treats both engines' one-step escalations alike.
+The parameters and the answer are those of :data:`signoff.store.oneshot.ESCALATE`, so
+both engines' one-step escalations are read alike
+(:func:`signoff.store.writes.core.escalation_record`).
 """
 
 from __future__ import annotations

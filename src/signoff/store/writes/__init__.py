@@ -115,7 +115,7 @@ class TaskWrites(Protocol):
     async def escalate(self, escalation: Escalation) -> EscalationRecord | None:
         """Take the key and insert the task with its events, or insert nothing when a live
         key holds the idempotency key (``created`` false). ``None``: this database has no
-        one-step escalation (SQLite without a file); the general path writes it.
+        one-step escalation (SQLite named by a ``file:`` URI); the general path writes it.
 
         Raises:
             TaskRefused: a unique rule refused the task (looked for).

@@ -3,8 +3,9 @@
 The common escalation is one script for this process's SQLite thread
 (:func:`signoff.store.lite.escalate`: one trip, one writer turn); the other changes are
 SQLAlchemy transactions (:mod:`signoff.store.writes.core`), which explain a refusal
-from the task read in the same transaction. Without a database file (SQLite in memory)
-there is no SQLite thread, and escalations take the general path.
+from the task read in the same transaction. A database named by a ``file:`` URI has no
+SQLite thread (:attr:`signoff.store.database.Database.sqlite_file`): its escalations
+take the general path.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the database builds its write path and hands itself to it
 
 class SqliteWrites(TaskWrites):
     def __init__(self, database: Database, *, thread: bool) -> None:
-        """``thread``: escalate through the database's SQLite thread (a database file)."""
+        """``thread``: escalate through the database's SQLite thread (it has a file path)."""
         self._database = database
         self._thread = thread
 
