@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
-from signoff.domain.states import Action, Decision, Transition, transition
+from signoff.domain.states import Action, Decision, transition
 from signoff.domain.tasks import Task
 from signoff.store import approvals as approval_store
 from signoff.store import oneshot, trail
@@ -197,7 +197,7 @@ async def change_held_lease(
 async def resolve(
     database: Database, lease: Lease, task_id: uuid.UUID, resolution: Resolution
 ) -> Task | Refusal:
-    step: Transition = transition(Action.RESOLVE)
+    step = transition(Action.RESOLVE)
     principal, now, decision = lease.principal, lease.now, resolution.decision
     async with database.transaction() as uow:
         task = await task_store.resolve_task(
