@@ -48,10 +48,12 @@ def _escalate_both_ways(
         try:
             first = await task_service.escalate(context, PRODUCER, bodies["a"])
             assert database._lite is not None  # the one-hop path ran
-            general = Database(create_engine(settings))
-            general_context = ServiceContext(database=general, settings=settings, clock=clock)
             with monkeypatch.context() as patch:
+                # The write path is chosen when the database is built: build it without
+                # a file to write through.
                 patch.setattr(Database, "sqlite_file", property(lambda _self: None))
+                general = Database(create_engine(settings))
+                general_context = ServiceContext(database=general, settings=settings, clock=clock)
                 try:
                     second = await task_service.escalate(general_context, PRODUCER, bodies["b"])
                 finally:

@@ -10,13 +10,12 @@ import structlog
 
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
-from signoff.domain.tasks import Principal, Task, can_read, task_view
+from signoff.domain.tasks import Principal, Task, can_read
 from signoff.errors import task_not_found
 from signoff.metrics import TRANSITIONS, child
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import trail
-from signoff.store import waiting as waiting_store
 from signoff.store.database import UnitOfWork
 
 log = structlog.get_logger("signoff.tasks")
@@ -42,36 +41,9 @@ async def record_transition(
     now: datetime,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Write what the transition table says a change writes, in the caller's transaction:
-    the audit event, the outbox event when published, and the end of the task's resume
-    links when the change ends them."""
-    # Events carry the producer's correlation metadata (its receiver maps them back).
-    view = task_view(task, now, metadata=True)
-    await trail.append_audit_event(
-        uow.connection,
-        task_id=task.id,
-        event_type=step.event_type,
-        action=step.action.value,
-        status=view["status"],
-        version=task.version,
-        actor_id=principal.principal_id,
-        actor_role=principal.role.value,
-        details=details or {},
-        now=now,
-    )
-    if step.publish:
-        uow.wrote_outbox = True
-        await trail.append_outbox_event(
-            uow.connection,
-            task_id=task.id,
-            task_version=task.version,
-            event_type=step.event_type,
-            data=view,
-            now=now,
-        )
-    if step.ends_links:
-        await waiting_store.revoke_resume_tokens(uow.connection, task.id, now)
-    uow.changed_tasks.add(task.id)
+    """Append the transition's audit event and, if published, its outbox event
+    (:func:`signoff.store.trail.append_transition`); then its metric and log line."""
+    await trail.append_transition(uow, step, task, principal, now, details)
     note_transition(step, task, principal)
 
 

@@ -136,9 +136,9 @@ async def revoke_api_key(
             raise NotFound(f"no live API key {shown_id}", error_code="ERR_API_KEY_NOT_FOUND")
         await uow.commit()
     cache = ctx.database.key_cache
-    if ctx.database.dialect == "postgresql":
-        # The commit notified every process; answer once this one has heard it too.
-        await cache.heard(revoked, seconds=2.0)
+    # Where the commit notified every process (PostgreSQL), answer once this one has heard
+    # it too; with nobody to notify there is nothing to wait for.
+    await cache.heard(revoked, seconds=2.0)
     cache.invalidate(revoked)
     log.info("api_key.revoked", key_id=str(key_id))
 

@@ -31,6 +31,9 @@ from signoff.store.changes import TaskChanges
 from signoff.store.grouped import MAX_GROUP, EscalationGroups
 from signoff.store.keycache import KeyCache
 from signoff.store.litethread import LiteThread
+from signoff.store.writes import TaskWrites
+from signoff.store.writes.postgres import PostgresWrites
+from signoff.store.writes.sqlite import SqliteWrites
 
 _WRITE = "signoff_write"
 R = TypeVar("R")
@@ -148,6 +151,13 @@ class Database:
         self.announcer = Announcer(self._run_script) if listen is not None else None
         """Tells other processes what this one committed (PostgreSQL;
         :mod:`signoff.store.announce`)."""
+        self.writes: TaskWrites = (
+            PostgresWrites(self)
+            if self.dialect == "postgresql"
+            else SqliteWrites(self, thread=self.sqlite_file is not None)
+        )
+        """This engine's write path for the state changes of tasks
+        (:mod:`signoff.store.writes`), chosen here once."""
 
     def after_commit(self, task_ids: Iterable[uuid.UUID], *, wrote_outbox: bool) -> None:
         """What a commit wakes in this process: the dispatcher (an outbox event), the

@@ -65,6 +65,7 @@ import structlog
 from signoff.metrics import GROUP_COMMIT_ENABLED
 from signoff.store.availability import database_unavailable
 from signoff.store.oneshot import ESCALATE, JSON_COLUMNS, TASK_CONFLICT, Statement
+from signoff.store.writes import TaskRefused
 
 log = structlog.get_logger("signoff.store.grouped")
 
@@ -76,19 +77,6 @@ MAX_GROUP = 32
 LANES = 2
 
 RunStatement = Callable[..., Awaitable[list[asyncpg.Record]]]
-
-
-class TaskRefused(Exception):
-    """A unique rule refused the task (the same id, or an active task for the entity);
-    its escalation was undone, key included. ``looked``: the task that refused it was
-    looked for already, in the same transaction; ``refusing`` is then its ``id``,
-    ``producer_id`` and ``same_id`` (as :data:`~signoff.store.oneshot.TASK_CONFLICT`
-    answers), or ``None`` when it is gone already."""
-
-    def __init__(self, refusing: Mapping[str, Any] | None = None, *, looked: bool = False):
-        super().__init__("task refused")
-        self.refusing = refusing
-        self.looked = looked
 
 
 _OUT = (

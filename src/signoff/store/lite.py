@@ -14,8 +14,9 @@ equal). JSON columns receive their text already encoded (as
 :func:`signoff.store.oneshot.encode_json` makes it, the serialisation of
 :class:`~signoff.store.tables.JsonText`).
 
-The parameters and the answer are those of :data:`signoff.store.oneshot.ESCALATE`, so the
-service treats both engines' one-step escalations alike.
+The parameters and the answer are those of :data:`signoff.store.oneshot.ESCALATE`, so
+both engines' one-step escalations are read alike
+(:func:`signoff.store.writes.core.escalation_record`).
 """
 
 from __future__ import annotations
@@ -37,14 +38,10 @@ from signoff.store.tables import (
     review_tasks,
     task_events,
 )
+from signoff.store.writes import TaskRefused
 
 _DIALECT = sqlite.dialect()
 Processor = Callable[[Any], Any] | None
-
-
-class TaskRefused(Exception):
-    """A unique rule refused the task (same id, or an active task for the entity); the
-    transaction was rolled back, key included."""
 
 
 def _bind(column: Column[Any]) -> Processor:

@@ -8,10 +8,11 @@ statement is atomic on its own, so one round trip is the whole transaction
 at import, from the transition table and the columns of :mod:`signoff.store.tables`,
 and run as asyncpg prepared statements: nothing is constructed per request.
 
-SQLite keeps the multi-statement path in :mod:`signoff.store.tasks` (one writer, no round
-trips to save). The outbox payload is the task's public view; here it is built by the
-database from the updated row (:func:`view_sql`), and
-``tests/integration/test_claims.py`` holds it equal to :func:`signoff.domain.tasks.task_view`.
+:mod:`signoff.store.writes.postgres` runs them; SQLite keeps the multi-statement path
+(:mod:`signoff.store.writes.core`: one writer, no round trips to save). The outbox
+payload is the task's public view; here it is built by the database from the updated
+row (:func:`view_sql`), and ``tests/integration/test_claims.py`` holds it equal to
+:func:`signoff.domain.tasks.task_view`.
 """
 
 from __future__ import annotations

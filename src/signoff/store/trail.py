@@ -6,13 +6,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Boolean, bindparam, case, insert, literal_column, null, select
+from sqlalchemy import Boolean, bindparam, case, insert, literal_column, null, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
-from signoff.store.tables import ANY_ENABLED_ENDPOINT_SQL, outbox_events, task_events
+from signoff.domain.states import Transition
+from signoff.domain.tasks import Principal, Task, task_view
+from signoff.store.tables import (
+    ANY_ENABLED_ENDPOINT_SQL,
+    outbox_events,
+    resume_tokens,
+    task_events,
+)
+
+if TYPE_CHECKING:  # the unit of work carries what its commit wakes
+    from signoff.store.database import UnitOfWork
 
 _ANY_ENABLED_ENDPOINT = literal_column(ANY_ENABLED_ENDPOINT_SQL, Boolean)
 
@@ -80,6 +90,51 @@ async def append_outbox_event(
         )
     )
     return event_id
+
+
+async def append_transition(
+    uow: UnitOfWork,
+    step: Transition,
+    task: Task,
+    principal: Principal,
+    now: datetime,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Write what the transition table says a change writes, in the caller's transaction:
+    the audit event, the outbox event when published, and the end of the task's resume
+    links when the change ends them. The commit then wakes the task's waiters (and the
+    dispatcher, for an outbox event)."""
+    # Events carry the producer's correlation metadata (its receiver maps them back).
+    view = task_view(task, now, metadata=True)
+    await append_audit_event(
+        uow.connection,
+        task_id=task.id,
+        event_type=step.event_type,
+        action=step.action.value,
+        status=view["status"],
+        version=task.version,
+        actor_id=principal.principal_id,
+        actor_role=principal.role.value,
+        details=details or {},
+        now=now,
+    )
+    if step.publish:
+        uow.wrote_outbox = True
+        await append_outbox_event(
+            uow.connection,
+            task_id=task.id,
+            task_version=task.version,
+            event_type=step.event_type,
+            data=view,
+            now=now,
+        )
+    if step.ends_links:
+        await uow.connection.execute(
+            update(resume_tokens)
+            .where(resume_tokens.c.task_id == task.id, resume_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+    uow.changed_tasks.add(task.id)
 
 
 async def audit_events_for_task(

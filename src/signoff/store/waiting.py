@@ -217,14 +217,6 @@ async def find_resume_token(conn: AsyncConnection, token_hash: str) -> dict[str,
     return dict(row._mapping) if row else None
 
 
-async def revoke_resume_tokens(conn: AsyncConnection, task_id: uuid.UUID, now: datetime) -> None:
-    await conn.execute(
-        update(resume_tokens)
-        .where(R.task_id == task_id, R.revoked_at.is_(None))
-        .values(revoked_at=now)
-    )
-
-
 # Notification outbox -------------------------------------------------------------------
 
 

@@ -1,0 +1,150 @@
+"""The write path of each state change on review tasks: one per engine.
+
+The services change a task's state through :class:`TaskWrites` and never ask which
+engine is underneath. The implementation is chosen once, when the
+:class:`~signoff.store.database.Database` is built (``database.writes``):
+
+- :mod:`signoff.store.writes.postgres`: each change is one named statement of
+  :mod:`signoff.store.oneshot` (escalations committed in groups, :mod:`signoff.store.grouped`).
+- :mod:`signoff.store.writes.sqlite`: the common escalation is one script for the SQLite
+  thread (:mod:`signoff.store.lite`); the other changes are SQLAlchemy transactions
+  (:mod:`signoff.store.writes.core`).
+
+Each change appends its audit event and, when published, its outbox event in its own
+transaction. A conditional change that matched nothing answers with what the service
+needs to explain why (:class:`Refusal`, :class:`OverLimit`); the explaining stays with
+the service.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from signoff.domain.states import Decision
+from signoff.domain.tasks import Principal, Task
+from signoff.store.idempotency import StoredIdempotencyKey
+
+
+class TaskRefused(Exception):
+    """A unique rule refused the escalation's task (the same id, or an active task for the
+    entity); the escalation was undone, key included. ``looked``: the task that refused it
+    was looked for; ``refusing`` is then its ``id``, ``producer_id`` and ``same_id`` (as
+    :data:`~signoff.store.oneshot.TASK_CONFLICT` answers), or ``None`` when it is gone
+    already. :meth:`TaskWrites.escalate` raises it looked for."""
+
+    def __init__(self, refusing: Mapping[str, Any] | None = None, *, looked: bool = False):
+        super().__init__("task refused")
+        self.refusing = refusing
+        self.looked = looked
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """The common escalation, written in one step: the new task, its idempotency key with
+    the response to replay, and its events (texts as stored)."""
+
+    task: Task
+    principal: Principal
+    idempotency_key: str
+    fingerprint: str
+    response: str
+    now: datetime
+    expires_at: datetime
+    details: str
+    event_id: uuid.UUID
+    payload: str
+
+
+@dataclass(frozen=True)
+class EscalationRecord:
+    """What an escalation wrote: ``created``, or not, and then the key's stored row as
+    this step saw it (``None``: none was visible, or it was gone)."""
+
+    created: bool
+    stored: StoredIdempotencyKey | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who changes a lease, at which instant, with which token's hash; ``expires_at``: the
+    end of a lease taken or renewed now. ``groups``: the groups whose tasks the principal
+    may claim (``None``: any task)."""
+
+    principal: Principal
+    token_hash: str
+    now: datetime
+    expires_at: datetime
+    groups: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A decision as recorded; ``approval_ttl_seconds``: the approval lifetime of a task
+    that names none."""
+
+    decision: Decision
+    notes: str | None
+    resolution_payload: Any
+    revision: int | None
+    digest: str | None
+    approval_ttl_seconds: int | None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The conditional change matched nothing: ``current`` is the task as read after it
+    (in the same transaction where there was one), ``None`` when there is no such task."""
+
+    current: Task | None
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    """A claim refused because the principal already holds ``live_leases`` live leases."""
+
+    live_leases: int
+
+
+class TaskWrites(Protocol):
+    """One method per state change; each is one transaction."""
+
+    async def escalate(self, escalation: Escalation) -> EscalationRecord | None:
+        """Take the key and insert the task with its events, or insert nothing when a live
+        key holds the idempotency key (``created`` false). ``None``: this database has no
+        one-step escalation (SQLite named by a ``file:`` URI); the general path writes it.
+
+        Raises:
+            TaskRefused: a unique rule refused the task (looked for).
+        """
+        ...
+
+    async def claim(
+        self, lease: Lease, task_id: uuid.UUID, *, limit: int
+    ) -> Task | OverLimit | Refusal:
+        """Take ``task_id`` under a new lease, unless the principal holds ``limit`` live
+        leases (others than this task's)."""
+        ...
+
+    async def claim_next(
+        self, lease: Lease, *, limit: int, entity_type: str | None, reason_code: str | None
+    ) -> Task | OverLimit | None:
+        """Take the oldest claimable task matching the filters; ``None``: there is none."""
+        ...
+
+    async def renew(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
+        """Extend the held lease to ``lease.expires_at``."""
+        ...
+
+    async def release(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
+        """Give the held task back to the queue."""
+        ...
+
+    async def resolve(
+        self, lease: Lease, task_id: uuid.UUID, resolution: Resolution
+    ) -> Task | Refusal:
+        """Record the decision under the held live lease."""
+        ...

@@ -1,0 +1,231 @@
+"""Write transactions through SQLAlchemy Core, on either engine.
+
+SQLite's lease changes and decisions are these transactions (one writer, no round trips
+to save); PostgreSQL records here the decision its single statement refused, so that
+the refusal is explained (or an identical repeat recognised) from this transaction's
+own read. Each is a conditional update (:mod:`signoff.store.tasks`) followed, in the
+same transaction, by its events (:func:`signoff.store.trail.append_transition`); one
+that matched nothing reads the task back in that transaction to say why.
+
+Also here: what both engines' one-step escalations share (their parameters and the
+reading of their answer).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.decisions import rule_for
+from signoff.domain.states import Action, transition
+from signoff.domain.tasks import Task
+from signoff.store import approvals as approval_store
+from signoff.store import oneshot, trail
+from signoff.store import tasks as task_store
+from signoff.store.idempotency import StoredIdempotencyKey
+from signoff.store.writes import (
+    Escalation,
+    EscalationRecord,
+    Lease,
+    OverLimit,
+    Refusal,
+    Resolution,
+)
+
+if TYPE_CHECKING:  # the database builds the write paths and hands itself to them
+    from signoff.store.database import Database
+
+
+def escalation_params(escalation: Escalation) -> dict[str, Any]:
+    """The one-step escalation's parameters by name: those of
+    :data:`signoff.store.oneshot.ESCALATE`, which :func:`signoff.store.lite.escalate`
+    takes too."""
+    e = escalation
+    values = oneshot.task_params(e.task, e.idempotency_key)
+    values |= {
+        "actor": e.principal.principal_id,
+        "actor_role": e.principal.role.value,
+        "key": e.idempotency_key,
+        "fingerprint": e.fingerprint,
+        "response": e.response,
+        "now": e.now,
+        "expires_at": e.expires_at,
+        "details": e.details,
+        "event_id": e.event_id,
+        "payload": e.payload,
+    }
+    return values
+
+
+def escalation_record(
+    database: Database, escalation: Escalation, record: Mapping[str, Any]
+) -> EscalationRecord:
+    """A one-step escalation's answer (the columns of ``ESCALATE``'s); a created task wakes
+    this process's dispatcher and the task's waiters."""
+    if record["created"]:
+        database.after_commit([escalation.task.id], wrote_outbox=True)
+        return EscalationRecord(created=True)
+    if record["request_fingerprint"] is None:
+        return EscalationRecord(created=False)
+    stored = StoredIdempotencyKey(
+        request_fingerprint=record["request_fingerprint"],
+        task_id=record["task_id"],
+        response_status=record["response_status"],
+        response_body=record["response_body"],
+        expires_at=record["expires_at"],
+    )
+    return EscalationRecord(created=False, stored=stored)
+
+
+async def refusing_task(conn: AsyncConnection, task: Task) -> Mapping[str, Any] | None:
+    """The task that refused ``task`` (the unique rules of ``review_tasks``): the task with
+    its id, else the entity's active task; as :class:`~signoff.store.writes.TaskRefused`
+    carries it. ``None``: neither exists (any more)."""
+    existing = await task_store.find_task(conn, task.id)
+    same_id = existing is not None
+    if existing is None:
+        existing = await task_store.find_active_task_for_entity(
+            conn, task.entity_type, task.entity_id
+        )
+    if existing is None:
+        return None
+    return {"id": existing.id, "producer_id": existing.producer_id, "same_id": same_id}
+
+
+async def current_task(database: Database, task_id: uuid.UUID) -> Refusal:
+    """A refused change's task, read in a transaction of its own."""
+    async with database.transaction(write=False) as uow:
+        return Refusal(await task_store.find_task(uow.connection, task_id))
+
+
+async def claim(
+    database: Database, lease: Lease, task_id: uuid.UUID, *, limit: int
+) -> Task | OverLimit | Refusal:
+    step = transition(Action.CLAIM)
+    principal, now = lease.principal, lease.now
+    async with database.transaction() as uow:
+        live = await task_store.count_live_leases(
+            uow.connection, principal.principal_id, now=now, exclude=task_id
+        )
+        if live >= limit:
+            return OverLimit(live)
+        task = await task_store.claim_task(
+            uow.connection,
+            step,
+            task_id,
+            operator_id=principal.principal_id,
+            lease_token_hash=lease.token_hash,
+            now=now,
+            lease_expires_at=lease.expires_at,
+            groups=lease.groups,
+        )
+        if task is None:
+            return Refusal(await task_store.find_task(uow.connection, task_id))
+        await trail.append_transition(uow, step, task, principal, now)
+        await uow.commit()
+    return task
+
+
+async def claim_next(
+    database: Database,
+    lease: Lease,
+    *,
+    limit: int,
+    entity_type: str | None,
+    reason_code: str | None,
+) -> Task | OverLimit | None:
+    step = transition(Action.CLAIM)
+    principal, now = lease.principal, lease.now
+    async with database.transaction() as uow:
+        live = await task_store.count_live_leases(uow.connection, principal.principal_id, now=now)
+        if live >= limit:
+            return OverLimit(live)
+        task = await task_store.claim_next_claimable(
+            uow.connection,
+            step,
+            operator_id=principal.principal_id,
+            lease_token_hash=lease.token_hash,
+            now=now,
+            lease_expires_at=lease.expires_at,
+            entity_type=entity_type,
+            reason_code=reason_code,
+            groups=lease.groups,
+        )
+        if task is None:
+            return None
+        await trail.append_transition(uow, step, task, principal, now)
+        await uow.commit()
+    return task
+
+
+async def change_held_lease(
+    database: Database, lease: Lease, task_id: uuid.UUID, action: Action
+) -> Task | Refusal:
+    """Renew (a new expiry) or release (back to the queue) the lease ``lease`` holds."""
+    step = transition(action)
+    values = (
+        {"lease_expires_at": lease.expires_at}
+        if action is Action.RENEW
+        else dict(task_store.LEASE_CLEARED)
+    )
+    principal, now = lease.principal, lease.now
+    async with database.transaction() as uow:
+        task = await task_store.update_held_task(
+            uow.connection,
+            step,
+            task_id,
+            holder=principal.principal_id,
+            lease_token_hash=lease.token_hash,
+            now=now,
+            values=values | ({"status": step.target.value} if step.target else {}),
+        )
+        if task is None:
+            return Refusal(await task_store.find_task(uow.connection, task_id))
+        details = (
+            {"lease_expires_at": rfc3339(task.lease_expires_at)} if task.lease_expires_at else {}
+        )
+        await trail.append_transition(uow, step, task, principal, now, details)
+        await uow.commit()
+    return task
+
+
+async def resolve(
+    database: Database, lease: Lease, task_id: uuid.UUID, resolution: Resolution
+) -> Task | Refusal:
+    step = transition(Action.RESOLVE)
+    principal, now, decision = lease.principal, lease.now, resolution.decision
+    async with database.transaction() as uow:
+        task = await task_store.resolve_task(
+            uow.connection,
+            step,
+            task_id,
+            holder=principal.principal_id,
+            holder_key_id=principal.key_id,
+            lease_token_hash=lease.token_hash,
+            now=now,
+            decision=decision,
+            notes=resolution.notes,
+            resolution_payload=resolution.resolution_payload,
+            revision=resolution.revision,
+            digest=resolution.digest,
+        )
+        if task is None:
+            return Refusal(await task_store.find_task(uow.connection, task_id))
+        if rule_for(decision).grants_approval and task.has_subject:
+            ttl = task.approval_ttl_seconds or resolution.approval_ttl_seconds
+            if ttl is not None:
+                expires_at = now + timedelta(seconds=ttl)
+                await approval_store.set_approval_expiry(uow.connection, task.id, expires_at)
+                task = replace(task, approval_expires_at=expires_at)
+        details: dict[str, Any] = {"decision": decision.value}
+        if task.has_subject:
+            details |= {"revision": task.current_revision, "digest": task.digest}
+        await trail.append_transition(uow, step, task, principal, now, details)
+        await uow.commit()
+    return task
