@@ -24,6 +24,7 @@ from signoff.domain.states import Action, Decision, Role, TaskStatus, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.errors import (
     Conflict,
+    ErrorCode,
     FieldError,
     Forbidden,
     NotFound,
@@ -66,7 +67,7 @@ async def policy_for(uow: UnitOfWork, ctx: ServiceContext, name: str | None) -> 
             return ctx.settings.default_policy
         raise Unprocessable(
             f"no escalation policy named {name!r}",
-            error_code="ERR_UNKNOWN_POLICY",
+            error_code=ErrorCode.UNKNOWN_POLICY,
             errors=[FieldError("policy", "no such policy")],
         )
     return policy_from_json({"name": row["name"], "levels": row["levels"]})
@@ -104,8 +105,8 @@ async def save_policy(
             create=create,
         ):
             if create:
-                raise Conflict(f"policy {policy.name!r} exists", error_code="ERR_POLICY_EXISTS")
-            raise NotFound(f"no policy {policy.name!r}", error_code="ERR_POLICY_NOT_FOUND")
+                raise Conflict(f"policy {policy.name!r} exists", error_code=ErrorCode.POLICY_EXISTS)
+            raise NotFound(f"no policy {policy.name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
         await uow.commit()
     return document
 
@@ -131,11 +132,11 @@ async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[
     if name == ctx.settings.default_policy.name:
         return ctx.settings.default_policy.as_json()
     if not POLICY_NAME.match(name):
-        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+        raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
     async with ctx.database.transaction(write=False) as uow:
         row = await store.find_policy(uow.connection, name)
     if row is None:
-        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+        raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
     return {"name": row["name"], "levels": row["levels"]}
 
 
@@ -143,7 +144,7 @@ async def delete_policy(ctx: ServiceContext, caller: Principal, name: str) -> No
     require_role(caller, ADMIN, "manage escalation policies")
     async with ctx.database.transaction() as uow:
         if not POLICY_NAME.match(name) or not await store.delete_policy(uow.connection, name):
-            raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+            raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
         await uow.commit()
 
 
@@ -304,7 +305,7 @@ async def cancel(ctx: ServiceContext, principal: Principal, raw_task_id: str) ->
             status = current.status.value if current else "gone"
             raise Conflict(
                 f"task {task.id} is {status}; only waiting tasks can be cancelled",
-                error_code="ERR_STATE_CONFLICT",
+                error_code=ErrorCode.STATE_CONFLICT,
             )
         await store.revoke_resume_tokens(uow.connection, task.id, now)
         await record_transition(uow, step, updated, principal, now)
@@ -344,14 +345,14 @@ async def _load_link(
     row = await store.find_resume_token(uow.connection, token_hash)
     task = await task_store.find_task(uow.connection, row["task_id"]) if row else None
     if row is None or task is None:
-        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+        raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
     # Read the link again, after the task: a reassignment revokes links in the same commit
     # that moves the task, so either this read sees the revocation, or the task read above
     # predates the move and the conditional resolve (same level and group) matches nothing.
     # Reading the link only before the task let a move commit in between (READ COMMITTED).
     row = await store.find_resume_token(uow.connection, token_hash)
     if row is None:
-        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+        raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
     return row, task
 
 
@@ -444,11 +445,11 @@ async def decide_by_link(
         row, task = await _load_link(uow, ctx, token, now)
         if csrf is not None and not hmac.compare_digest(csrf, csrf_token(ctx, row["token_hash"])):
             raise Forbidden(
-                "the form is not valid for this link; reload the page", error_code="ERR_CSRF"
+                "the form is not valid for this link; reload the page", error_code=ErrorCode.CSRF
             )
         approver = row["principal_id"]
         if caller is not None and caller.principal_id != approver:
-            raise Forbidden("this link belongs to another approver", error_code="ERR_FORBIDDEN")
+            raise Forbidden("this link belongs to another approver", error_code=ErrorCode.FORBIDDEN)
         state = _state(ctx, row, task, now)
         if state.state != "open":
             return state
@@ -460,13 +461,13 @@ async def decide_by_link(
             raise Conflict(
                 f"name the revision you reviewed; the current one is {task.current_revision}: "
                 "reload the page",
-                error_code="ERR_STALE_REVISION",
+                error_code=ErrorCode.STALE_REVISION,
                 extra={"current_revision": task.current_revision},
             )
         key_id = await store.key_for_principal(uow.connection, approver)
         if key_id is None:
             raise Forbidden(
-                f"{approver} no longer holds a reviewer key", error_code="ERR_FORBIDDEN"
+                f"{approver} no longer holds a reviewer key", error_code=ErrorCode.FORBIDDEN
             )
         resolved = await store.resolve_by_link(
             uow.connection,
@@ -493,15 +494,15 @@ async def decide_by_link(
                 )
             if current.current_revision != task.current_revision:
                 raise Conflict(
-                    "the subject changed; reload the page", error_code="ERR_STALE_REVISION"
+                    "the subject changed; reload the page", error_code=ErrorCode.STALE_REVISION
                 )
             if decision is Decision.APPROVED and current.producer_id == approver:
                 raise Forbidden(
-                    "nobody approves their own escalation", error_code="ERR_SELF_APPROVAL"
+                    "nobody approves their own escalation", error_code=ErrorCode.SELF_APPROVAL
                 )
             raise Conflict(
                 f"{current.claimed_by} is reviewing this task right now",
-                error_code="ERR_STATE_CONFLICT",
+                error_code=ErrorCode.STATE_CONFLICT,
             )
         actor = Principal(key_id=key_id, principal_id=approver, role=Role.REVIEWER)
         details: dict[str, Any] = {"decision": decision.value, "via": "resume_link"}
