@@ -45,7 +45,7 @@ class ErrorCode(StrEnum):
         member.meaning = meaning
         return member
 
-    BAD_REQUEST = "ERR_BAD_REQUEST", 400, "The request cannot be read."
+    BAD_REQUEST = "ERR_BAD_REQUEST", 400, "The request cannot be read (the default of its kind)."
     MALFORMED_JSON = "ERR_MALFORMED_JSON", 400, "The body is not UTF-8 JSON."
     LEASE_TOKEN_REQUIRED = (
         "ERR_LEASE_TOKEN_REQUIRED",
@@ -55,7 +55,7 @@ class ErrorCode(StrEnum):
     EXECUTION_TOKEN_REQUIRED = (
         "ERR_EXECUTION_TOKEN_REQUIRED",
         400,
-        "An execution report came without its execution token header.",
+        "An execution operation came without its `X-Execution-Token` header.",
     )
     UNAUTHENTICATED = (
         "ERR_UNAUTHENTICATED",
@@ -195,7 +195,7 @@ class ErrorCode(StrEnum):
     PRECHECK_HASH_MISMATCH = (
         "ERR_PRECHECK_HASH_MISMATCH",
         422,
-        "`precheck_hash` is not the hash of the escalation.",
+        "`precheck_hash` is not the hash of the bundle's `attempted_actions`.",
     )
     IDEMPOTENCY_KEY_REUSED = (
         "ERR_IDEMPOTENCY_KEY_REUSED",
@@ -212,11 +212,11 @@ class ErrorCode(StrEnum):
         422,
         "The webhook URL points where deliveries may not go.",
     )
-    UNKNOWN_POLICY = "ERR_UNKNOWN_POLICY", 422, "The escalation names no known policy."
+    UNKNOWN_POLICY = "ERR_UNKNOWN_POLICY", 422, "The escalation names no known escalation policy."
     PRECONDITION_REQUIRED = (
         "ERR_PRECONDITION_REQUIRED",
         428,
-        "Replacing the subject needs `If-Match`.",
+        "Replacing the subject needs `If-Match` with the current revision's ETag.",
     )
     TOO_MANY_ATTEMPTS = (
         "ERR_TOO_MANY_ATTEMPTS",
