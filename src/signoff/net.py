@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from signoff.errors import FieldError, Unprocessable
+from signoff.errors import ErrorCode, FieldError, Unprocessable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -37,7 +37,7 @@ class VettedUrl:
 def forbidden(url: str, reason: str) -> Unprocessable:
     return Unprocessable(
         f"webhook URL refused: {reason}",
-        error_code="ERR_WEBHOOK_URL_FORBIDDEN",
+        error_code=ErrorCode.WEBHOOK_URL_FORBIDDEN,
         errors=[FieldError("url", reason)],
         extra={"url": url},
     )

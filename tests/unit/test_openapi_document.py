@@ -11,7 +11,9 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.testclient import TestClient
 
 from signoff.api.app import create_app
-from signoff.api.openapi import ERROR_CODES, operation_keys
+from signoff.api.openapi import operation_keys
+from signoff.api.operation_errors import ERROR_CODES, NOT_PER_OPERATION
+from signoff.errors import ErrorCode
 from signoff.settings import Settings
 
 
@@ -34,15 +36,15 @@ def operations(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_every_operation_declares_its_error_codes(app) -> None:  # type: ignore[no-untyped-def]
-    """Adding an operation? Give it a row in ERROR_CODES (src/signoff/api/openapi.py)."""
+    """Adding an operation? Give it a row in ERROR_CODES (src/signoff/api/operation_errors.py)."""
     missing = [key for key in operation_keys(app) if key not in ERROR_CODES]
     rows = "\n".join(
-        f'    "{key}": {{403: ("ERR_FORBIDDEN",), 404: ("ERR_…_NOT_FOUND",)}},' for key in missing
+        f'    "{key}": (ErrorCode.FORBIDDEN, ErrorCode.…_NOT_FOUND),' for key in missing
     )
     assert not missing, (
-        "these operations have no row in ERROR_CODES in src/signoff/api/openapi.py; add one "
-        "per operation listing, per status, every error_code it can return (401, 503 and a "
-        "body's 400/413/422 are added for you; {} if it returns none of its own):\n" + rows
+        "these operations have no row in ERROR_CODES in src/signoff/api/operation_errors.py; "
+        "add one per operation listing every error_code it can return (401, 503 and a "
+        "body's 400/413/422 are added for you; () if it returns none of its own):\n" + rows
     )
     stale = sorted(set(ERROR_CODES) - set(operation_keys(app)))
     assert not stale, f"ERROR_CODES names operations the app no longer has: {stale}"
@@ -62,9 +64,52 @@ def test_statuses_a_route_declares_have_codes(app, document) -> None:  # type: i
         not in document["paths"][key.split(" ", 1)[1]][key.split(" ")[0].lower()]["responses"]
     ]
     assert not gaps, (
-        "add these statuses with their error_codes to ERROR_CODES in "
-        f"src/signoff/api/openapi.py: {gaps}"
+        "add the error_codes of these statuses to ERROR_CODES in "
+        f"src/signoff/api/operation_errors.py: {gaps}"
     )
+
+
+def documented_codes(document: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(operation, status, error_code) for every problem response of the document."""
+    return [
+        (key, int(status), code)
+        for key, operation in operations(document)
+        for status, response in operation["responses"].items()
+        if int(status) >= 400 and not (key.endswith("/r/{token}") and status == "410")
+        for code in response["content"]["application/problem+json"]["schema"]["allOf"][1][
+            "properties"
+        ]["error_code"]["enum"]
+    ]
+
+
+def test_every_documented_code_is_an_error_code_under_its_own_status(
+    document: dict[str, Any],
+) -> None:
+    members = {code.value: code for code in ErrorCode}
+    for key, status, code in documented_codes(document):
+        assert code in members, (key, code)
+        assert members[code].status == status, (key, status, code)
+
+
+def test_every_error_code_is_documented_by_an_operation_or_listed_as_not_per_operation(
+    document: dict[str, Any],
+) -> None:
+    documented = {code for _, _, code in documented_codes(document)}
+    undocumented = sorted(
+        c.value for c in ErrorCode if c not in documented and c not in NOT_PER_OPERATION
+    )
+    assert not undocumented, (
+        "list these codes in the ERROR_CODES row of each operation that returns them, or in "
+        f"NOT_PER_OPERATION (src/signoff/api/operation_errors.py): {undocumented}"
+    )
+    stale = sorted(code.value for code in NOT_PER_OPERATION if code in documented)
+    assert not stale, f"documented by an operation, yet in NOT_PER_OPERATION: {stale}"
+
+
+def test_the_claim_operations_document_the_lease_limit(document: dict[str, Any]) -> None:
+    for path in ("/tasks/claim-next", "/tasks/{task_id}/claim"):
+        conflict = document["paths"][path]["post"]["responses"]["409"]
+        assert "ERR_CLAIM_LIMIT" in conflict["description"], path
 
 
 def test_bearer_auth_is_declared_once(document: dict[str, Any]) -> None:

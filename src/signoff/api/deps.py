@@ -13,7 +13,7 @@ from signoff.api.schemas import Problem
 from signoff.domain.json_input import join_path, parse_json_strict
 from signoff.domain.tasks import Principal
 from signoff.domain.text_guard import body_problems
-from signoff.errors import BadRequest, FieldError, PayloadTooLarge, validation_error
+from signoff.errors import BadRequest, ErrorCode, FieldError, PayloadTooLarge, validation_error
 from signoff.services import keys
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
@@ -61,7 +61,7 @@ Caller = Annotated[Principal, Depends(get_principal)]
 def require_lease_token(x_lease_token: str | None) -> str:
     if not x_lease_token:
         raise BadRequest(
-            "the X-Lease-Token header is required", error_code="ERR_LEASE_TOKEN_REQUIRED"
+            "the X-Lease-Token header is required", error_code=ErrorCode.LEASE_TOKEN_REQUIRED
         )
     return x_lease_token
 
@@ -73,7 +73,7 @@ def require_execution_token(x_execution_token: str | None) -> str:
     if not x_execution_token:
         raise BadRequest(
             "the X-Execution-Token header is required",
-            error_code="ERR_EXECUTION_TOKEN_REQUIRED",
+            error_code=ErrorCode.EXECUTION_TOKEN_REQUIRED,
         )
     return x_execution_token
 
@@ -113,14 +113,14 @@ async def read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(
-            f"request body exceeds {limit} bytes", error_code="ERR_PAYLOAD_TOO_LARGE"
+            f"request body exceeds {limit} bytes", error_code=ErrorCode.PAYLOAD_TOO_LARGE
         )
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(
-                f"request body exceeds {limit} bytes", error_code="ERR_PAYLOAD_TOO_LARGE"
+                f"request body exceeds {limit} bytes", error_code=ErrorCode.PAYLOAD_TOO_LARGE
             )
         chunks.append(chunk)
     return b"".join(chunks)

@@ -6,9 +6,8 @@ client generator needs and FastAPI cannot know:
 * HTTP bearer authentication, declared once (``components.securitySchemes`` and a
   top-level ``security``); public operations say ``security: []``.
 * Every operation's error responses as RFC 9457 problems whose ``error_code`` is an enum
-  per status, from :data:`ERROR_CODES` — **the one table** of which codes each operation
-  can return. A new operation must get a row here (``tests/unit/test_openapi_document.py``
-  names the missing row).
+  per status, from :data:`signoff.api.operation_errors.ERROR_CODES` (which codes each
+  operation can return), grouped by the status each code goes with.
 * Response headers (``WWW-Authenticate``, ``Retry-After``, ``Idempotent-Replayed``,
   ``ETag``, ``Location``), the real media types of ``/metrics`` and the resume-link page,
   and examples.
@@ -22,185 +21,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from signoff.api.operation_errors import ERROR_CODES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
+from signoff.errors import ErrorCode
 
 BEARER = "bearerAuth"
 PROBLEM_JSON = "application/problem+json"
-
-# --- Which error_code each operation can return, per status -----------------------------
-#
-# Key: "METHOD /path" exactly as in /openapi.json. Value: {status: (error_code, ...)}.
-# Added to every row by rule (do not repeat them):
-#   401 ERR_UNAUTHENTICATED     operations that take an API key
-#   503 ERR_NOT_READY           every operation that reads the database
-#   400 ERR_MALFORMED_JSON, 413 ERR_PAYLOAD_TOO_LARGE, 422 ERR_VALIDATION
-#                               operations with a request body
-#   422 ERR_VALIDATION          operations with query parameters or typed path parameters
-# An operation that can return none of its own: an empty dict.
-
-FORBIDDEN: tuple[str, ...] = ("ERR_FORBIDDEN",)
-TASK_404: dict[int, tuple[str, ...]] = {404: ("ERR_TASK_NOT_FOUND",)}
-TASK_GONE = ("ERR_TASK_EXPIRED", "ERR_TASK_CANCELLED")
-LEASE_409 = ("ERR_LEASE_LOST", "ERR_STATE_CONFLICT", *TASK_GONE)
-
-ERROR_CODES: dict[str, dict[int, tuple[str, ...]]] = {
-    # health and keys
-    "GET /healthz": {},
-    "GET /readyz": {},
-    "GET /metrics": {403: FORBIDDEN},
-    "GET /me": {},
-    "POST /api-keys": {403: FORBIDDEN},
-    "GET /api-keys": {403: FORBIDDEN},
-    "DELETE /api-keys/{key_id}": {403: FORBIDDEN, 404: ("ERR_API_KEY_NOT_FOUND",)},
-    # tasks
-    "POST /tasks/escalate": {
-        403: FORBIDDEN,
-        409: ("ERR_TASK_CONFLICT", "ERR_IDEMPOTENCY_KEY_IN_USE"),
-        422: (
-            "ERR_INSUFFICIENT_CONTEXT_PROOF",
-            "ERR_PRECHECK_HASH_MISMATCH",
-            "ERR_READ_ONLY_FIELD",
-            "ERR_IDEMPOTENCY_KEY_REUSED",
-            "ERR_UNKNOWN_POLICY",
-        ),
-    },
-    "POST /tasks/claim-next": {403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH")},
-    "POST /tasks/{task_id}/claim": {
-        403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH", "ERR_NOT_IN_GROUP"),
-        **TASK_404,
-        409: ("ERR_STATE_CONFLICT", *TASK_GONE),
-    },
-    "POST /tasks/{task_id}/lease/renew": {
-        400: ("ERR_LEASE_TOKEN_REQUIRED",),
-        403: ("ERR_FORBIDDEN", "ERR_NOT_IN_GROUP"),
-        **TASK_404,
-        409: LEASE_409,
-    },
-    "POST /tasks/{task_id}/release": {
-        400: ("ERR_LEASE_TOKEN_REQUIRED",),
-        403: ("ERR_FORBIDDEN", "ERR_NOT_IN_GROUP"),
-        **TASK_404,
-        409: LEASE_409,
-    },
-    "POST /tasks/{task_id}/resolve": {
-        400: ("ERR_LEASE_TOKEN_REQUIRED",),
-        403: ("ERR_FORBIDDEN", "ERR_OPERATOR_MISMATCH", "ERR_SELF_APPROVAL", "ERR_NOT_IN_GROUP"),
-        **TASK_404,
-        409: (*LEASE_409, "ERR_LEASE_EXPIRED", "ERR_STALE_REVISION"),
-    },
-    "GET /tasks": {422: ("ERR_VALIDATION",)},
-    "GET /tasks/{task_id}": TASK_404,
-    "GET /tasks/{task_id}/events": TASK_404,
-    # approvals bound to versions
-    "PUT /tasks/{task_id}/subject": {
-        403: FORBIDDEN,
-        **TASK_404,
-        409: ("ERR_STATE_CONFLICT", "ERR_STALE_REVISION", "ERR_TASK_CONFLICT"),
-        412: ("ERR_REVISION_CONFLICT",),
-        428: ("ERR_PRECONDITION_REQUIRED",),
-    },
-    "GET /tasks/{task_id}/revisions": TASK_404,
-    "GET /tasks/{task_id}/revisions/{revision}": {
-        404: ("ERR_TASK_NOT_FOUND", "ERR_REVISION_NOT_FOUND"),
-        422: ("ERR_VALIDATION",),
-    },
-    "GET /tasks/{task_id}/diff": {
-        404: ("ERR_TASK_NOT_FOUND", "ERR_REVISION_NOT_FOUND"),
-        422: ("ERR_VALIDATION",),
-    },
-    "POST /tasks/{task_id}/execute": {
-        403: FORBIDDEN,
-        **TASK_404,
-        409: ("ERR_ALREADY_EXECUTING", "ERR_APPROVAL_NOT_VALID", "ERR_STATE_CONFLICT"),
-    },
-    "POST /tasks/{task_id}/execution/renew": {
-        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
-        403: FORBIDDEN,
-        **TASK_404,
-        409: ("ERR_EXECUTION_LEASE_LOST", "ERR_STATE_CONFLICT"),
-    },
-    "POST /tasks/{task_id}/actions/{action_id}/complete": {
-        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
-        403: FORBIDDEN,
-        404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
-        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
-    },
-    "POST /tasks/{task_id}/actions/{action_id}/fail": {
-        400: ("ERR_EXECUTION_TOKEN_REQUIRED",),
-        403: FORBIDDEN,
-        404: ("ERR_TASK_NOT_FOUND", "ERR_ACTION_NOT_FOUND"),
-        409: ("ERR_STATE_CONFLICT", "ERR_EXECUTION_LEASE_LOST"),
-    },
-    "POST /tasks/{task_id}/sources/{source_id}/revoke": {
-        403: FORBIDDEN,
-        404: ("ERR_TASK_NOT_FOUND", "ERR_SOURCE_NOT_FOUND"),
-    },
-    # durable waiting
-    "POST /escalation-policies": {403: FORBIDDEN, 409: ("ERR_POLICY_EXISTS",)},
-    "GET /escalation-policies": {403: FORBIDDEN},
-    "GET /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
-    "PUT /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
-    "DELETE /escalation-policies/{name}": {403: FORBIDDEN, 404: ("ERR_POLICY_NOT_FOUND",)},
-    "POST /tasks/{task_id}/cancel": {
-        403: FORBIDDEN,
-        **TASK_404,
-        409: ("ERR_STATE_CONFLICT", *TASK_GONE),
-    },
-    "GET /tasks/{task_id}/notifications": {403: FORBIDDEN, **TASK_404},
-    # supervision
-    "POST /tasks/{task_id}/force-release": {
-        403: FORBIDDEN,
-        **TASK_404,
-        409: ("ERR_STATE_CONFLICT",),
-    },
-    "POST /tasks/{task_id}/reassign": {403: FORBIDDEN, **TASK_404, 409: ("ERR_STATE_CONFLICT",)},
-    "GET /r/{token}": {404: ("ERR_LINK_NOT_FOUND",)},
-    "POST /r/{token}": {
-        403: ("ERR_CSRF", "ERR_FORBIDDEN", "ERR_SELF_APPROVAL"),
-        404: ("ERR_LINK_NOT_FOUND",),
-        409: ("ERR_STATE_CONFLICT", "ERR_STALE_REVISION"),
-    },
-    # webhooks
-    "POST /webhook-endpoints": {403: FORBIDDEN, 422: ("ERR_WEBHOOK_URL_FORBIDDEN",)},
-    "GET /webhook-endpoints": {403: FORBIDDEN},
-    "GET /webhook-endpoints/{endpoint_id}": {
-        403: FORBIDDEN,
-        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
-    },
-    "PATCH /webhook-endpoints/{endpoint_id}": {
-        403: FORBIDDEN,
-        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
-        422: ("ERR_WEBHOOK_URL_FORBIDDEN",),
-    },
-    "DELETE /webhook-endpoints/{endpoint_id}": {
-        403: FORBIDDEN,
-        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
-    },
-    "POST /webhook-endpoints/{endpoint_id}/rotate-secret": {
-        403: FORBIDDEN,
-        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
-    },
-    "GET /webhook-endpoints/{endpoint_id}/deliveries": {
-        403: FORBIDDEN,
-        404: ("ERR_WEBHOOK_ENDPOINT_NOT_FOUND",),
-    },
-    "GET /tasks/{task_id}/deliveries": {403: FORBIDDEN, **TASK_404},
-    "POST /deliveries/{delivery_id}/redeliver": {403: FORBIDDEN, 404: ("ERR_DELIVERY_NOT_FOUND",)},
-    # console users
-    "POST /users": {403: FORBIDDEN, 409: ("ERR_USER_EXISTS", "ERR_EMAIL_IN_USE")},
-    "GET /users": {403: FORBIDDEN},
-    "PATCH /users/{principal_id}": {
-        403: FORBIDDEN,
-        404: ("ERR_USER_NOT_FOUND",),
-        409: ("ERR_EMAIL_IN_USE",),
-    },
-    "POST /users/{principal_id}/disable": {403: FORBIDDEN, 404: ("ERR_USER_NOT_FOUND",)},
-    "POST /users/{principal_id}/password-link": {
-        403: FORBIDDEN,
-        404: ("ERR_USER_NOT_FOUND",),
-        409: ("ERR_STATE_CONFLICT",),
-    },
-}
 
 #: Operations that need no API key. ``POST /r/{token}`` takes one optionally (JSON mode).
 PUBLIC = {"GET /healthz", "GET /r/{token}"}
@@ -306,11 +132,11 @@ REQUEST_EXAMPLES: dict[str, Any] = {
 }
 
 PROBLEM_EXAMPLE = {
-    "type": "urn:signoff:problem:ERR_TASK_NOT_FOUND",
+    "type": f"urn:signoff:problem:{ErrorCode.TASK_NOT_FOUND}",
     "title": "Not found",
     "status": 404,
     "detail": "task 3f6c2a8e-5b1d-4c7e-9a2f-1d8e7b6c5a40 does not exist",
-    "error_code": "ERR_TASK_NOT_FOUND",
+    "error_code": ErrorCode.TASK_NOT_FOUND,
     "message": "task 3f6c2a8e-5b1d-4c7e-9a2f-1d8e7b6c5a40 does not exist",
 }
 
@@ -335,59 +161,68 @@ def operation_keys(app: FastAPI) -> list[str]:
     ]
 
 
-def error_codes(key: str, operation: dict[str, Any]) -> dict[int, list[str]]:
-    """The table's codes for one operation, plus the ones every operation of its kind has."""
-    codes: dict[int, list[str]] = {
-        status: list(values) for status, values in ERROR_CODES.get(key, {}).items()
-    }
+def error_codes(key: str, operation: dict[str, Any]) -> dict[int, list[ErrorCode]]:
+    """The table's codes for one operation, plus the ones every operation of its kind has,
+    by the status each goes with."""
+    codes = list(ERROR_CODES.get(key, ()))
 
-    def add(status: int, code: str) -> None:
-        codes.setdefault(status, [])
-        if code not in codes[status]:
-            codes[status].append(code)
+    def add(code: ErrorCode) -> None:
+        if code not in codes:
+            codes.append(code)
 
     if key not in PUBLIC:
-        add(401, "ERR_UNAUTHENTICATED")
+        add(ErrorCode.UNAUTHENTICATED)
     if key not in NO_DATABASE:
-        add(503, "ERR_NOT_READY")
+        add(ErrorCode.NOT_READY)
     checked = [
         p
         for p in operation.get("parameters", [])
         if p.get("in") == "query" or p.get("schema", {}).get("type") not in (None, "string")
     ]
     if checked:  # FastAPI validates them: 422 with the parameter named in errors[]
-        add(422, "ERR_VALIDATION")
+        add(ErrorCode.VALIDATION)
     if "requestBody" in operation:
-        add(400, "ERR_MALFORMED_JSON")
-        add(413, "ERR_PAYLOAD_TOO_LARGE")
-        add(422, "ERR_VALIDATION")
-    return dict(sorted(codes.items()))
+        add(ErrorCode.MALFORMED_JSON)
+        add(ErrorCode.PAYLOAD_TOO_LARGE)
+        add(ErrorCode.VALIDATION)
+    return _by_status(codes)
 
 
-def _problem_response(status: int, codes: list[str]) -> dict[str, Any]:
+def _by_status(codes: list[ErrorCode]) -> dict[int, list[ErrorCode]]:
+    """``codes`` grouped by the status each goes with; one without a fixed status has no
+    place in the document."""
+    by_status: dict[int, list[ErrorCode]] = {}
+    for code in codes:
+        if code.status is not None:
+            by_status.setdefault(code.status, []).append(code)
+    return dict(sorted(by_status.items()))
+
+
+def _problem_response(status: int, codes: list[ErrorCode]) -> dict[str, Any]:
+    values = [code.value for code in codes]
     schema = {
         "allOf": [
             {"$ref": "#/components/schemas/Problem"},
             {
                 "type": "object",
                 "properties": {
-                    "error_code": {"type": "string", "enum": codes},
+                    "error_code": {"type": "string", "enum": values},
                     "status": {"type": "integer", "enum": [status]},
                 },
             },
         ]
     }
-    detail = f"why this request was refused ({codes[0]})"
+    detail = f"why this request was refused ({values[0]})"
     example = {
-        "type": f"urn:signoff:problem:{codes[0]}",
+        "type": f"urn:signoff:problem:{values[0]}",
         "title": PROBLEM_TITLES.get(status, "Error"),
         "status": status,
         "detail": detail,
-        "error_code": codes[0],
+        "error_code": values[0],
         "message": detail,
     }
     response: dict[str, Any] = {
-        "description": STATUS_TEXT.get(status, "Error") + ": " + ", ".join(codes),
+        "description": STATUS_TEXT.get(status, "Error") + ": " + ", ".join(values),
         "content": {PROBLEM_JSON: {"schema": schema, "example": example}},
     }
     if status == 401:
@@ -446,12 +281,13 @@ def _special_media_types(paths: dict[str, Any]) -> None:
     use = link.get("post")
     if use:
         # Its bodies (set below) are read by the route itself: the usual body refusals.
-        for status, code in (
-            (400, "ERR_MALFORMED_JSON"),
-            (413, "ERR_PAYLOAD_TOO_LARGE"),
-            (422, "ERR_VALIDATION"),
-        ):
-            use["responses"].setdefault(str(status), _problem_response(status, [code]))
+        body_refusals = [
+            ErrorCode.MALFORMED_JSON,
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            ErrorCode.VALIDATION,
+        ]
+        for status, codes in _by_status(body_refusals).items():
+            use["responses"].setdefault(str(status), _problem_response(status, codes))
     page_or_state = {**HTML_PAGE, "application/json": {"schema": LINK_STATE_SCHEMA}}
     for method in ("get", "post"):
         operation = link.get(method)

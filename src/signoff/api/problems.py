@@ -27,19 +27,12 @@ from starlette.responses import Response
 
 from signoff.domain.json_input import join_path
 from signoff.errors import (
-    BadRequest,
-    Conflict,
+    ErrorCode,
     FieldError,
-    Forbidden,
-    NotFound,
     NotReady,
-    PayloadTooLarge,
-    PreconditionFailed,
-    PreconditionRequired,
     SignoffError,
     TooManyRequests,
     Unauthenticated,
-    Unprocessable,
     validation_error,
 )
 from signoff.store.availability import database_unavailable
@@ -48,27 +41,10 @@ log = structlog.get_logger("signoff.api")
 
 PROBLEM_JSON = "application/problem+json"
 
-#: Error kind → HTTP status. The only mapping of its kind in Signoff.
-STATUS_BY_KIND: dict[type[SignoffError], int] = {
-    BadRequest: 400,
-    Unauthenticated: 401,
-    Forbidden: 403,
-    NotFound: 404,
-    Conflict: 409,
-    PreconditionFailed: 412,
-    PreconditionRequired: 428,
-    PayloadTooLarge: 413,
-    Unprocessable: 422,
-    TooManyRequests: 429,
-    NotReady: 503,
-}
-
 
 def status_for(error: SignoffError) -> int:
-    for kind in type(error).__mro__:
-        if kind in STATUS_BY_KIND:
-            return STATUS_BY_KIND[kind]
-    return 500
+    """The status its code goes with (``signoff.errors.ErrorCode``)."""
+    return error.error_code.status or 500
 
 
 def problem_body(error: SignoffError, status: int) -> dict[str, Any]:
@@ -135,7 +111,7 @@ def _internal_error() -> Response:
                 "type": "about:blank",
                 "title": "Internal error",
                 "status": 500,
-                "error_code": "ERR_INTERNAL",
+                "error_code": ErrorCode.INTERNAL,
                 "message": "internal error",
             }
         ),
@@ -157,8 +133,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "ERR_NOT_FOUND", 405: "ERR_METHOD_NOT_ALLOWED"}.get(
-            exc.status_code, "ERR_HTTP"
+        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
+            exc.status_code, ErrorCode.HTTP
         )
         error = SignoffError(str(exc.detail), error_code=code)
         error.title = str(exc.detail)
@@ -174,21 +150,21 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _database_unavailable(_request: Request, exc: OperationalError) -> Response:
         log.warning("database.unavailable", error=str(exc.orig)[:200])
         return problem_response(
-            NotReady("the database is not available; retry shortly", error_code="ERR_NOT_READY")
+            NotReady("the database is not available; retry shortly", error_code=ErrorCode.NOT_READY)
         )
 
     @app.exception_handler(PoolTimeout)
     async def _pool_exhausted(_request: Request, exc: PoolTimeout) -> Response:
         log.warning("database.pool_exhausted", error=str(exc)[:200])
         return problem_response(
-            NotReady("the service is overloaded; retry shortly", error_code="ERR_NOT_READY")
+            NotReady("the service is overloaded; retry shortly", error_code=ErrorCode.NOT_READY)
         )
 
     @app.exception_handler(DBAPIError)
     async def _database_error(_request: Request, exc: DBAPIError) -> Response:
         if database_unavailable(exc):
             return problem_response(
-                NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
+                NotReady("the database connection was lost; retry", error_code=ErrorCode.NOT_READY)
             )
         log.error("database.error", error=str(exc.orig)[:500])
         return _internal_error()
@@ -198,7 +174,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         if database_unavailable(exc):
             log.warning("database.unavailable", error=str(exc)[:200])
             return problem_response(
-                NotReady("the database connection was lost; retry", error_code="ERR_NOT_READY")
+                NotReady("the database connection was lost; retry", error_code=ErrorCode.NOT_READY)
             )
         log.error("database.error", error=str(exc)[:500])
         return _internal_error()
@@ -211,5 +187,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _network(_request: Request, exc: OSError) -> Response:
         log.warning("database.unreachable", error=str(exc)[:200])
         return problem_response(
-            NotReady("the database is not reachable; retry shortly", error_code="ERR_NOT_READY")
+            NotReady("the database is not reachable; retry shortly", error_code=ErrorCode.NOT_READY)
         )

@@ -262,7 +262,7 @@ class NotReady(ServerError):
     pass
 
 
-_BY_CODE: dict[str, type[ApiError]] = {
+BY_CODE: dict[str, type[ApiError]] = {
     "ERR_LEASE_TOKEN_REQUIRED": LeaseTokenRequired,
     "ERR_EXECUTION_TOKEN_REQUIRED": ExecutionTokenRequired,
     "ERR_UNAUTHENTICATED": Unauthorized,
@@ -287,7 +287,48 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "ERR_NOT_READY": NotReady,
 }
 
-_BY_STATUS: dict[int, type[ApiError]] = {
+#: Server codes deliberately left to their status's class (``BY_STATUS``): no narrower
+#: exception would let a caller act differently. With ``BY_CODE`` this names every code
+#: the server has (``tests/unit/test_client_error_codes.py`` holds the two to the server).
+BY_STATUS_ONLY: frozenset[str] = frozenset(
+    {
+        "ERR_BAD_REQUEST",
+        "ERR_MALFORMED_JSON",
+        "ERR_BAD_CREDENTIALS",
+        "ERR_FORBIDDEN",
+        "ERR_OPERATOR_MISMATCH",
+        "ERR_NOT_IN_GROUP",
+        "ERR_CSRF",
+        "ERR_USER_DISABLED",
+        "ERR_ACCOUNT_IS_LOCAL",
+        "ERR_NOT_FOUND",
+        "ERR_TASK_NOT_FOUND",
+        "ERR_API_KEY_NOT_FOUND",
+        "ERR_WEBHOOK_ENDPOINT_NOT_FOUND",
+        "ERR_DELIVERY_NOT_FOUND",
+        "ERR_POLICY_NOT_FOUND",
+        "ERR_REVISION_NOT_FOUND",
+        "ERR_ACTION_NOT_FOUND",
+        "ERR_SOURCE_NOT_FOUND",
+        "ERR_LINK_NOT_FOUND",
+        "ERR_LINK_INVALID",
+        "ERR_USER_NOT_FOUND",
+        "ERR_METHOD_NOT_ALLOWED",
+        "ERR_CLAIM_LIMIT",
+        "ERR_POLICY_EXISTS",
+        "ERR_USER_EXISTS",
+        "ERR_EMAIL_IN_USE",
+        "ERR_VALIDATION",
+        "ERR_READ_ONLY_FIELD",
+        "ERR_WEBHOOK_URL_FORBIDDEN",
+        "ERR_UNKNOWN_POLICY",
+        "ERR_TOO_MANY_ATTEMPTS",
+        "ERR_INTERNAL",
+        "ERR_HTTP",
+    }
+)
+
+BY_STATUS: dict[int, type[ApiError]] = {
     400: BadRequest,
     401: Unauthorized,
     403: Forbidden,
@@ -307,7 +348,7 @@ def error_from_response(status: int, body: Any) -> ApiError:
     problem: dict[str, Any] = body if isinstance(body, dict) else {}
     code = str(problem.get("error_code") or f"HTTP_{status}")
     message = str(problem.get("message") or problem.get("detail") or f"HTTP {status}")
-    kind = _BY_CODE.get(code) or _BY_STATUS.get(status)
+    kind = BY_CODE.get(code) or BY_STATUS.get(status)
     if kind is None:
         kind = ServerError if status >= 500 else ApiError
     return kind(message, status=status, error_code=code, problem=problem)

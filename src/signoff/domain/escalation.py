@@ -32,7 +32,7 @@ from jsonschema.exceptions import ValidationError
 
 from signoff.domain.digests import json_digest, precheck_hash_matches
 from signoff.domain.json_input import join_path
-from signoff.errors import FieldError, Unprocessable, validation_error
+from signoff.errors import ErrorCode, FieldError, Unprocessable, validation_error
 
 #: Fields the server sets; a request that tries to set them is refused, never applied.
 READ_ONLY_FIELDS: tuple[str, ...] = (
@@ -185,7 +185,7 @@ def parse_escalation(body: Any) -> EscalationRequest:
             raise Unprocessable(
                 "escalation refused: the diagnostic bundle must include the attempted "
                 "actions and the evaluator's verdict",
-                error_code="ERR_INSUFFICIENT_CONTEXT_PROOF",
+                error_code=ErrorCode.INSUFFICIENT_CONTEXT_PROOF,
                 errors=[FieldError(f, "is required and must not be empty") for f in missing],
                 extra={"missing_fields": missing},
             )
@@ -197,7 +197,7 @@ def parse_escalation(body: Any) -> EscalationRequest:
     if read_only:
         raise Unprocessable(
             "these fields are set by the server and may not be sent: " + ", ".join(read_only),
-            error_code="ERR_READ_ONLY_FIELD",
+            error_code=ErrorCode.READ_ONLY_FIELD,
             errors=[FieldError(name, "is set by the server") for name in read_only],
         )
     rule_errors = _business_rule_errors(body)
@@ -208,7 +208,7 @@ def parse_escalation(body: Any) -> EscalationRequest:
         raise Unprocessable(
             "precheck_hash is not the SHA-256 of the RFC 8785 canonical JSON of "
             "diagnostic_bundle.attempted_actions",
-            error_code="ERR_PRECHECK_HASH_MISMATCH",
+            error_code=ErrorCode.PRECHECK_HASH_MISMATCH,
             errors=[
                 FieldError("precheck_hash", "does not match diagnostic_bundle.attempted_actions")
             ],

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from signoff.errors import BadRequest, FieldError, validation_error
+from signoff.errors import BadRequest, ErrorCode, FieldError, validation_error
 
 #: RFC 8785 section 3.2.2.3 / I-JSON (RFC 7493): integers must be exactly representable
 #: as IEEE-754 doubles.
@@ -149,7 +149,7 @@ def parse_json_strict(raw: bytes) -> Any:
         ) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadRequest(
-            f"request body is not valid JSON: {exc}", error_code="ERR_MALFORMED_JSON"
+            f"request body is not valid JSON: {exc}", error_code=ErrorCode.MALFORMED_JSON
         ) from None
     if not marks.found and not _may_have_problems(text):
         return value  # nothing the walk below could report (the common case)

@@ -23,7 +23,7 @@ from signoff.domain.decisions import AfterRevision, RefusalReason, rule_for
 from signoff.domain.json_input import join_path
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Task
-from signoff.errors import Conflict, FieldError, validation_error
+from signoff.errors import Conflict, ErrorCode, FieldError, validation_error
 
 #: The action every subject has when it names none.
 DEFAULT_ACTION_ID = "execute"
@@ -254,7 +254,7 @@ def revision_effect(
     if task.execution_status is not None:
         raise Conflict(
             f"task {task.id} is {task.execution_status}; its subject can no longer change",
-            error_code="ERR_STATE_CONFLICT",
+            error_code=ErrorCode.STATE_CONFLICT,
         )
     status = task.effective_status(now)
     if status in (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED):
@@ -268,7 +268,7 @@ def revision_effect(
             return RevisionEffect.INVALIDATE_APPROVAL
         return RevisionEffect.CARRY_FORWARD
     raise Conflict(
-        f"task {task.id} was {task.decision}; escalate anew", error_code="ERR_STATE_CONFLICT"
+        f"task {task.id} was {task.decision}; escalate anew", error_code=ErrorCode.STATE_CONFLICT
     )
 
 

@@ -17,6 +17,7 @@ from signoff.domain.digests import canonical_json
 from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, Role, TaskStatus, Transition
 from signoff.errors import (
     Conflict,
+    ErrorCode,
     FieldError,
     Forbidden,
     SignoffError,
@@ -225,7 +226,7 @@ def require_operator(principal: Principal, operator_id: str | None) -> None:
     if operator_id is not None and operator_id != principal.principal_id:
         raise Forbidden(
             f"operator_id {operator_id!r} is not the caller's principal id",
-            error_code="ERR_OPERATOR_MISMATCH",
+            error_code=ErrorCode.OPERATOR_MISMATCH,
         )
 
 
@@ -263,16 +264,16 @@ def refusal_for(
     if task.status is TaskStatus.EXPIRED:
         return Conflict(
             f"task {task.id} expired at its final deadline; no decision can be recorded",
-            error_code="ERR_TASK_EXPIRED",
+            error_code=ErrorCode.TASK_EXPIRED,
         )
     if task.status is TaskStatus.CANCELLED:
         return Conflict(
-            f"task {task.id} was cancelled by its producer", error_code="ERR_TASK_CANCELLED"
+            f"task {task.id} was cancelled by its producer", error_code=ErrorCode.TASK_CANCELLED
         )
     if not in_assigned_group(principal, task):
         return Forbidden(
             f"task {task.id} is assigned to group {task.assigned_group!r}, which you are not in",
-            error_code="ERR_NOT_IN_GROUP",
+            error_code=ErrorCode.NOT_IN_GROUP,
         )
     if transition.lease in (LeaseRule.CLAIMABLE, LeaseRule.CLAIMABLE_OR_OWN):
         holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None
@@ -280,7 +281,7 @@ def refusal_for(
             f"task {task.id} is {task.status.value}"
             + (f" and its lease is held by {holder}" if holder else "")
             + "; it cannot be claimed now",
-            error_code="ERR_STATE_CONFLICT",
+            error_code=ErrorCode.STATE_CONFLICT,
             extra={"task_status": task.effective_status(now).value},
         )
     held_by_caller = task.claimed_by == principal.principal_id
@@ -294,21 +295,23 @@ def refusal_for(
         return Conflict(
             "the lease token is not the caller's current lease: the task was claimed by "
             "someone else, released or resolved",
-            error_code="ERR_LEASE_LOST",
+            error_code=ErrorCode.LEASE_LOST,
             extra={"task_status": task.effective_status(now).value},
         )
     if task.lease_lapsed(now):
         return Conflict(
             "the lease has lapsed; renew it explicitly (POST /tasks/{id}/lease/renew) "
             "before resolving",
-            error_code="ERR_LEASE_EXPIRED",
+            error_code=ErrorCode.LEASE_EXPIRED,
             extra={"lease_expired_at": rfc3339(task.lease_expires_at)},
         )
     if decision is not None:
         refusal = decision_refusal(task, principal, decision, revision, digest)
         if refusal is not None:
             return refusal
-    return Conflict(f"task {task.id} changed concurrently; retry", error_code="ERR_STATE_CONFLICT")
+    return Conflict(
+        f"task {task.id} changed concurrently; retry", error_code=ErrorCode.STATE_CONFLICT
+    )
 
 
 def decision_refusal(
@@ -336,7 +339,7 @@ def decision_refusal(
         return Conflict(
             f"revision {revision} is not the current revision {task.current_revision} "
             "(or its digest differs): review the current one",
-            error_code="ERR_STALE_REVISION",
+            error_code=ErrorCode.STALE_REVISION,
             extra={"current_revision": task.current_revision, "digest": task.digest},
         )
     if not rule.producer_may_decide and task.producer_id == principal.principal_id:
@@ -348,5 +351,5 @@ def self_decision(principal_id: str, rule: DecisionRule) -> Forbidden:
     """The principal that escalated a task may not decide it, under any key or door."""
     return Forbidden(
         f"{principal_id} escalated this task and may not {rule.verb} it",
-        error_code="ERR_SELF_APPROVAL",
+        error_code=ErrorCode.SELF_APPROVAL,
     )

@@ -30,6 +30,7 @@ from signoff.domain.tasks import (
 )
 from signoff.errors import (
     Conflict,
+    ErrorCode,
     FieldError,
     Forbidden,
     NotFound,
@@ -59,7 +60,7 @@ def parse_if_match(header: str | None) -> int:
     if header is None or not header.strip():
         raise PreconditionRequired(
             "If-Match with the current revision's ETag is required",
-            error_code="ERR_PRECONDITION_REQUIRED",
+            error_code=ErrorCode.PRECONDITION_REQUIRED,
         )
     value = header.strip().removeprefix("W/").strip('"')
     if not value.isdigit():
@@ -110,7 +111,7 @@ async def revise_subject(
     require_role(principal, frozenset({Role.PRODUCER}), "revise subjects")
     task = await _producer_task(ctx, principal, raw_task_id)
     if not task.has_subject:
-        raise Conflict("this task has no subject to revise", error_code="ERR_STATE_CONFLICT")
+        raise Conflict("this task has no subject to revise", error_code=ErrorCode.STATE_CONFLICT)
     if task.current_revision != expected:
         raise PreconditionFailed(
             f"revision {expected} is not current (current: {task.current_revision}); "
@@ -162,7 +163,7 @@ async def revise_subject(
             raise Conflict(
                 f"another active task for {task.entity_type}/{task.entity_id} exists; "
                 "this one cannot reopen",
-                error_code="ERR_TASK_CONFLICT",
+                error_code=ErrorCode.TASK_CONFLICT,
                 extra={"task_id": str(active.id)} if mine and active else {},
             ) from None
         if updated is None:
@@ -318,7 +319,9 @@ async def execute(
             )
         current = await task_store.find_task(conn, task_id)
         if current is None or current.producer_id != principal.principal_id:
-            raise NotFound(f"task {raw_task_id} does not exist", error_code="ERR_TASK_NOT_FOUND")
+            raise NotFound(
+                f"task {raw_task_id} does not exist", error_code=ErrorCode.TASK_NOT_FOUND
+            )
         if current.execution_status == ExecutionStatus.COMPLETED.value:
             actions = await store.list_actions(conn, task_id)
             ran = {current.execution_operation_id} | {a["operation_id"] for a in actions}
@@ -326,14 +329,14 @@ async def execute(
                 return ExecutionGrant(task=current, operation_id=operation_id, actions=actions)
             raise Conflict(
                 f"task {task_id} was already executed under another operation",
-                error_code="ERR_ALREADY_EXECUTING",
+                error_code=ErrorCode.ALREADY_EXECUTING,
                 extra={"execution_status": current.execution_status},
             )
         lease = current.execution_lease_expires_at
         if current.execution_token_hash is not None and lease is not None and lease > now:
             raise Conflict(
                 f"task {task_id} is being executed; its execution lease lapses at {rfc3339(lease)}",
-                error_code="ERR_ALREADY_EXECUTING",
+                error_code=ErrorCode.ALREADY_EXECUTING,
                 extra={"lease_expires_at": rfc3339(lease)},
             )
         reason = execution_refusal(
@@ -346,7 +349,7 @@ async def execute(
         )
         if reason is None:  # the state moved between the gate and this read; it refused
             raise Conflict(
-                f"task {task_id} changed concurrently; retry", error_code="ERR_STATE_CONFLICT"
+                f"task {task_id} changed concurrently; retry", error_code=ErrorCode.STATE_CONFLICT
             )
         await trail.append_audit_event(
             conn,
@@ -368,7 +371,7 @@ async def execute(
         await uow.commit()
     raise Conflict(
         f"the approval does not allow execution: {reason.value}",
-        error_code="ERR_APPROVAL_NOT_VALID",
+        error_code=ErrorCode.APPROVAL_NOT_VALID,
         extra={"reason": reason.value},
     )
 
@@ -377,7 +380,7 @@ def _lease_lost(task_id: uuid.UUID) -> Conflict:
     return Conflict(
         f"the execution token is not the live execution lease of task {task_id}: it lapsed, "
         "was taken over by a new grant, or the execution ended",
-        error_code="ERR_EXECUTION_LEASE_LOST",
+        error_code=ErrorCode.EXECUTION_LEASE_LOST,
     )
 
 
@@ -453,7 +456,7 @@ async def finish_action(
         actions = {a["action_id"]: a for a in await store.list_actions(conn, task.id)}
         if action_id not in actions:
             raise NotFound(
-                f"task {task.id} has no action {action_id!r}", error_code="ERR_ACTION_NOT_FOUND"
+                f"task {task.id} has no action {action_id!r}", error_code=ErrorCode.ACTION_NOT_FOUND
             )
         existing = actions[action_id]
         if existing["operation_id"] == operation_id and existing["status"] == status.value:
@@ -483,7 +486,7 @@ async def finish_action(
             raise Conflict(
                 f"action {action_id!r} is {existing['status']} "
                 f"under operation {existing['operation_id']!r}",
-                error_code="ERR_STATE_CONFLICT",
+                error_code=ErrorCode.STATE_CONFLICT,
             )
         latest = await store.list_actions(conn, task.id)
         states = {a["status"] for a in latest}
@@ -595,7 +598,7 @@ async def revoke_source(
         if not any(source_matches(entry, source_id) for entry in sources):
             raise NotFound(
                 f"the current revision names no source {source_id!r}",
-                error_code="ERR_SOURCE_NOT_FOUND",
+                error_code=ErrorCode.SOURCE_NOT_FOUND,
             )
         if await store.revoke_source(
             uow.connection, task_id=task.id, source_id=source_id, by=principal.principal_id, now=now
@@ -623,7 +626,8 @@ async def get_revision(
         row = await store.find_revision(uow.connection, task.id, revision)
         if row is None:
             raise NotFound(
-                f"task {task.id} has no revision {revision}", error_code="ERR_REVISION_NOT_FOUND"
+                f"task {task.id} has no revision {revision}",
+                error_code=ErrorCode.REVISION_NOT_FOUND,
             )
         if principal.role is not Role.PRODUCER:
             await store.record_view(
@@ -652,7 +656,7 @@ async def diff(
         if row is None
     ]
     if missing:
-        raise Unprocessable("unknown revision", error_code="ERR_VALIDATION", errors=missing)
+        raise Unprocessable("unknown revision", error_code=ErrorCode.VALIDATION, errors=missing)
     assert old is not None
     assert new is not None
     return {

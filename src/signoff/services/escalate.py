@@ -22,7 +22,7 @@ from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.domain.waiting import WaitingInput, parse_waiting_fields
-from signoff.errors import Conflict, FieldError, Unprocessable
+from signoff.errors import Conflict, ErrorCode, FieldError, Unprocessable
 from signoff.services import notifications, policies
 from signoff.services.common import dumps, note_transition, record_transition
 from signoff.services.context import ServiceContext
@@ -258,7 +258,7 @@ async def _replay(
     if stored is None:  # the holder's row vanished between our two statements
         raise Conflict(
             "this idempotency key is being used by a concurrent request; retry",
-            error_code="ERR_IDEMPOTENCY_KEY_IN_USE",
+            error_code=ErrorCode.IDEMPOTENCY_KEY_IN_USE,
         )
     return _replay_stored(stored, fingerprint)
 
@@ -267,7 +267,7 @@ def _replay_stored(stored: StoredIdempotencyKey, fingerprint: str) -> Escalation
     if stored.request_fingerprint != fingerprint:
         raise Unprocessable(
             "this idempotency key was already used with a different request body",
-            error_code="ERR_IDEMPOTENCY_KEY_REUSED",
+            error_code=ErrorCode.IDEMPOTENCY_KEY_REUSED,
             errors=[FieldError("idempotency_key", "already used with a different body")],
             extra={"task_id": str(stored.task_id)},
         )
@@ -304,6 +304,6 @@ def _conflict(
     mine = existing_id is not None and owner == task.producer_id
     return Conflict(
         message,
-        error_code="ERR_TASK_CONFLICT",
+        error_code=ErrorCode.TASK_CONFLICT,
         extra={"task_id": str(existing_id)} if mine else {},
     )

@@ -18,7 +18,7 @@ import structlog
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
-from signoff.errors import FieldError, NotFound, Unauthenticated, validation_error
+from signoff.errors import ErrorCode, FieldError, NotFound, Unauthenticated, validation_error
 from signoff.metrics import API_KEY_CACHE, child
 from signoff.services.context import ServiceContext
 from signoff.store import keys as key_store
@@ -133,7 +133,7 @@ async def revoke_api_key(
         if key_id is not None:
             revoked = await key_store.revoke_api_key(uow.connection, key_id, ctx.now())
         if revoked is None:
-            raise NotFound(f"no live API key {shown_id}", error_code="ERR_API_KEY_NOT_FOUND")
+            raise NotFound(f"no live API key {shown_id}", error_code=ErrorCode.API_KEY_NOT_FOUND)
         await uow.commit()
     cache = ctx.database.key_cache
     # Where the commit notified every process (PostgreSQL), answer once this one has heard

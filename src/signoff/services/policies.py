@@ -9,7 +9,14 @@ from typing import Any
 from signoff.domain.policies import POLICY_NAME, Policy, parse_policy, policy_from_json
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
-from signoff.errors import Conflict, FieldError, NotFound, Unprocessable, validation_error
+from signoff.errors import (
+    Conflict,
+    ErrorCode,
+    FieldError,
+    NotFound,
+    Unprocessable,
+    validation_error,
+)
 from signoff.services.context import ServiceContext
 from signoff.store import waiting as store
 from signoff.store.database import UnitOfWork
@@ -31,7 +38,7 @@ async def policy_for(uow: UnitOfWork, ctx: ServiceContext, name: str | None) -> 
             return ctx.settings.default_policy
         raise Unprocessable(
             f"no escalation policy named {name!r}",
-            error_code="ERR_UNKNOWN_POLICY",
+            error_code=ErrorCode.UNKNOWN_POLICY,
             errors=[FieldError("policy", "no such policy")],
         )
     return policy_from_json({"name": row["name"], "levels": row["levels"]})
@@ -69,8 +76,8 @@ async def save_policy(
             create=create,
         ):
             if create:
-                raise Conflict(f"policy {policy.name!r} exists", error_code="ERR_POLICY_EXISTS")
-            raise NotFound(f"no policy {policy.name!r}", error_code="ERR_POLICY_NOT_FOUND")
+                raise Conflict(f"policy {policy.name!r} exists", error_code=ErrorCode.POLICY_EXISTS)
+            raise NotFound(f"no policy {policy.name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
         await uow.commit()
     return document
 
@@ -96,11 +103,11 @@ async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[
     if name == ctx.settings.default_policy.name:
         return ctx.settings.default_policy.as_json()
     if not POLICY_NAME.match(name):
-        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+        raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
     async with ctx.database.transaction(write=False) as uow:
         row = await store.find_policy(uow.connection, name)
     if row is None:
-        raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+        raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
     return {"name": row["name"], "levels": row["levels"]}
 
 
@@ -108,5 +115,5 @@ async def delete_policy(ctx: ServiceContext, caller: Principal, name: str) -> No
     require_role(caller, ADMIN, "manage escalation policies")
     async with ctx.database.transaction() as uow:
         if not POLICY_NAME.match(name) or not await store.delete_policy(uow.connection, name):
-            raise NotFound(f"no policy {name!r}", error_code="ERR_POLICY_NOT_FOUND")
+            raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
         await uow.commit()

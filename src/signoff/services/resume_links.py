@@ -21,7 +21,7 @@ from signoff.domain.decisions import checked_notes
 from signoff.domain.revisions import structured_diff
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
-from signoff.errors import Conflict, Forbidden, NotFound, SignoffError
+from signoff.errors import Conflict, ErrorCode, Forbidden, NotFound, SignoffError
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
@@ -61,14 +61,14 @@ async def _load_link(
     row = await store.find_resume_token(uow.connection, token_hash)
     task = await task_store.find_task(uow.connection, row["task_id"]) if row else None
     if row is None or task is None:
-        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+        raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
     # Read the link again, after the task: a reassignment revokes links in the same commit
     # that moves the task, so either this read sees the revocation, or the task read above
     # predates the move and the conditional resolve (same level and group) matches nothing.
     # Reading the link only before the task let a move commit in between (READ COMMITTED).
     row = await store.find_resume_token(uow.connection, token_hash)
     if row is None:
-        raise NotFound("this link is not known", error_code="ERR_LINK_NOT_FOUND")
+        raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
     return row, task
 
 
@@ -165,24 +165,25 @@ async def decide_by_link(
         row, task = await _load_link(uow, ctx, token, now)
         if csrf is not None and not hmac.compare_digest(csrf, csrf_token(ctx, row["token_hash"])):
             raise Forbidden(
-                "the form is not valid for this link; reload the page", error_code="ERR_CSRF"
+                "the form is not valid for this link; reload the page", error_code=ErrorCode.CSRF
             )
         approver_id = row["principal_id"]
         if caller is not None and caller.principal_id != approver_id:
-            raise Forbidden("this link belongs to another approver", error_code="ERR_FORBIDDEN")
+            raise Forbidden("this link belongs to another approver", error_code=ErrorCode.FORBIDDEN)
         state = _state(ctx, row, task, now)
         if state.state != "open":
             return state
         approver = await store.approver_principal(uow.connection, approver_id)
     if approver is None:
         raise Forbidden(
-            f"{approver_id} no longer holds a reviewer key or account", error_code="ERR_FORBIDDEN"
+            f"{approver_id} no longer holds a reviewer key or account",
+            error_code=ErrorCode.FORBIDDEN,
         )
     if task.has_subject and revision != task.current_revision:
         raise Conflict(
             f"name the revision you reviewed; the current one is {task.current_revision}: "
             "reload the page",
-            error_code="ERR_STALE_REVISION",
+            error_code=ErrorCode.STALE_REVISION,
             extra={"current_revision": task.current_revision},
         )
     digest = task.digest if task.has_subject else None

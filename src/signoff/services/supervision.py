@@ -12,7 +12,7 @@ from typing import Any
 
 from signoff.domain.states import Action, TaskStatus, Transition, transition
 from signoff.domain.tasks import Principal, Task, require_role
-from signoff.errors import Conflict, FieldError, validation_error
+from signoff.errors import Conflict, ErrorCode, FieldError, validation_error
 from signoff.services import notifications
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
@@ -30,7 +30,7 @@ async def _not_now(uow: UnitOfWork, task: Task, what: str) -> Conflict:
     status = current.status.value if current else "gone"
     return Conflict(
         f"task {task.id} is {status}; {what}",
-        error_code="ERR_STATE_CONFLICT",
+        error_code=ErrorCode.STATE_CONFLICT,
         extra={"task_status": status},
     )
 

@@ -28,6 +28,7 @@ from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import (
     Conflict,
+    ErrorCode,
     FieldError,
     Forbidden,
     NotFound,
@@ -158,10 +159,10 @@ async def create_user(
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         if await store.find_user(conn, principal_id) is not None:
-            raise Conflict(f"user {principal_id} exists already", error_code="ERR_USER_EXISTS")
+            raise Conflict(f"user {principal_id} exists already", error_code=ErrorCode.USER_EXISTS)
         if email and await store.email_in_use(conn, email, other_than=None):
             raise Conflict(
-                f"another user has the e-mail address {email}", error_code="ERR_EMAIL_IN_USE"
+                f"another user has the e-mail address {email}", error_code=ErrorCode.EMAIL_IN_USE
             )
         user = await store.insert_user(
             conn,
@@ -204,7 +205,7 @@ async def issue_password_link(ctx: ServiceContext, caller: Principal, principal_
         if user.source != "local":
             raise Conflict(
                 f"{principal_id} signs in through single sign-on and has no password here",
-                error_code="ERR_STATE_CONFLICT",
+                error_code=ErrorCode.STATE_CONFLICT,
             )
         await store.retire_password_tokens(uow.connection, user.id, now)
         await store.insert_password_token(
@@ -222,7 +223,7 @@ async def issue_password_link(ctx: ServiceContext, caller: Principal, principal_
 async def _existing(conn: Any, principal_id: str) -> User:
     user = await store.find_user(conn, principal_id)
     if user is None:
-        raise NotFound(f"no user {principal_id}", error_code="ERR_USER_NOT_FOUND")
+        raise NotFound(f"no user {principal_id}", error_code=ErrorCode.USER_NOT_FOUND)
     return user
 
 
@@ -263,7 +264,8 @@ async def update_user(
         if email is not None:
             if await store.email_in_use(conn, email, other_than=principal_id):
                 raise Conflict(
-                    f"another user has the e-mail address {email}", error_code="ERR_EMAIL_IN_USE"
+                    f"another user has the e-mail address {email}",
+                    error_code=ErrorCode.EMAIL_IN_USE,
                 )
             values["email"] = email
         if disabled is True and user.disabled_at is None:
@@ -305,19 +307,19 @@ async def _link_user(conn: Any, token: str, now: datetime) -> User:
     if row is None or user is None:
         raise NotFound(
             "this set-password link is not valid; ask an administrator for a new one",
-            error_code="ERR_LINK_INVALID",
+            error_code=ErrorCode.LINK_INVALID,
         )
     if row.used_at is not None:
         raise NotFound(
             "this set-password link was used already; sign in, or ask an administrator "
             "for a new link",
-            error_code="ERR_LINK_INVALID",
+            error_code=ErrorCode.LINK_INVALID,
         )
     if row.expires_at <= now or user.disabled_at is not None:
         raise NotFound(
             "this set-password link has expired (links are valid for 24 hours); ask an "
             "administrator for a new one",
-            error_code="ERR_LINK_INVALID",
+            error_code=ErrorCode.LINK_INVALID,
         )
     return user
 
@@ -332,7 +334,9 @@ async def set_password_with_token(ctx: ServiceContext, token: str, password: str
         conn = uow.connection
         user = await _link_user(conn, token, now)
         if not await store.use_password_token(conn, _hash_token(token), now):
-            raise NotFound("this set-password link was used already", error_code="ERR_LINK_INVALID")
+            raise NotFound(
+                "this set-password link was used already", error_code=ErrorCode.LINK_INVALID
+            )
         await store.retire_password_tokens(conn, user.id, now)
         updated = await store.update_user(
             conn, user.id, password_hash=password_hash, updated_at=now
@@ -396,7 +400,7 @@ async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: date
             raise TooManyRequests(
                 f"too many failed sign-ins for {what}; try again in "
                 f"{_minutes(wait)} (at {retry_at.strftime('%H:%M')} UTC)",
-                error_code="ERR_TOO_MANY_ATTEMPTS",
+                error_code=ErrorCode.TOO_MANY_ATTEMPTS,
                 extra={"retry_after": wait},
             )
 
@@ -439,11 +443,11 @@ async def sign_in(
             await uow.commit()
             log.info("user.sign_in_failed", username=username[:100], address=address)
             raise Unauthenticated(
-                "the username or password is not right", error_code="ERR_BAD_CREDENTIALS"
+                "the username or password is not right", error_code=ErrorCode.BAD_CREDENTIALS
             )
         if user.disabled_at is not None:
             raise Forbidden(
-                "this account is disabled; ask an administrator", error_code="ERR_USER_DISABLED"
+                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
             )
         await store.forget_failures(conn, scopes[:1])
         session = await _open_session(ctx, conn, user, now)
@@ -495,11 +499,11 @@ async def sign_in_oidc(
             raise Forbidden(
                 f"a local account named {principal_id} exists; sign in with its password, "
                 "or ask an administrator",
-                error_code="ERR_ACCOUNT_IS_LOCAL",
+                error_code=ErrorCode.ACCOUNT_IS_LOCAL,
             )
         elif user.disabled_at is not None:
             raise Forbidden(
-                "this account is disabled; ask an administrator", error_code="ERR_USER_DISABLED"
+                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
             )
         else:
             user = await store.update_user(

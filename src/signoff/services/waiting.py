@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from signoff.domain.policies import LevelAction, policy_from_json
 from signoff.domain.states import Action, Role, transition
 from signoff.domain.tasks import Principal, Task, require_role
-from signoff.errors import Conflict
+from signoff.errors import Conflict, ErrorCode
 from signoff.services import approvals
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
@@ -91,7 +91,7 @@ async def cancel(ctx: ServiceContext, principal: Principal, raw_task_id: str) ->
             status = current.status.value if current else "gone"
             raise Conflict(
                 f"task {task.id} is {status}; only waiting tasks can be cancelled",
-                error_code="ERR_STATE_CONFLICT",
+                error_code=ErrorCode.STATE_CONFLICT,
             )
         await record_transition(uow, step, updated, principal, now)
         await uow.commit()

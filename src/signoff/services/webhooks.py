@@ -15,7 +15,7 @@ from typing import Any
 from signoff.domain.states import REVIEWERS, Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.domain.webhooks import error_category
-from signoff.errors import NotFound
+from signoff.errors import ErrorCode, NotFound
 from signoff.net import vet_url
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
@@ -38,7 +38,7 @@ def _visible(caller: Principal, row: Any) -> bool:
 def _not_found(endpoint_id: object) -> NotFound:
     return NotFound(
         f"webhook endpoint {endpoint_id} does not exist",
-        error_code="ERR_WEBHOOK_ENDPOINT_NOT_FOUND",
+        error_code=ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND,
     )
 
 
@@ -219,6 +219,6 @@ async def redeliver(ctx: ServiceContext, caller: Principal, raw_id: str) -> None
         ):
             raise NotFound(
                 f"no delivery {raw_id} that can be sent again now",
-                error_code="ERR_DELIVERY_NOT_FOUND",
+                error_code=ErrorCode.DELIVERY_NOT_FOUND,
             )
         await uow.commit()

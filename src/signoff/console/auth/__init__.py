@@ -52,6 +52,7 @@ from signoff.console.auth.core import (
     wants_fragment,
 )
 from signoff.console.rendering import environment, render
+from signoff.errors import ErrorCode
 from signoff.settings import Settings
 
 __all__ = [
@@ -84,10 +85,10 @@ def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
     async def _csrf_rejected(request: Request, exc: CsrfRejected) -> Response:
         if wants_fragment(request):
             body = {
-                "type": "urn:signoff:problem:ERR_CSRF",
+                "type": f"urn:signoff:problem:{ErrorCode.CSRF}",
                 "title": "Forbidden",
                 "status": 403,
-                "error_code": "ERR_CSRF",
+                "error_code": ErrorCode.CSRF,
                 "message": exc.message,
                 "detail": exc.message,
             }

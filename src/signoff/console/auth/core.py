@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
+from signoff.errors import ErrorCode
 from signoff.services import users as user_service
 from signoff.services.context import ServiceContext
 from signoff.store.users import User
@@ -121,10 +122,10 @@ def login_required_response(request: Request) -> Response:
         query = urlsplit(page).query if page else ""
         target = login_url(path + (f"?{query}" if query else ""))
         body = {
-            "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+            "type": f"urn:signoff:problem:{ErrorCode.UNAUTHENTICATED}",
             "title": "Unauthenticated",
             "status": 401,
-            "error_code": "ERR_UNAUTHENTICATED",
+            "error_code": ErrorCode.UNAUTHENTICATED,
             "message": "your session has ended; sign in again",
             "detail": "your session has ended; sign in again",
             "login_url": target,
