@@ -35,8 +35,8 @@ class ClaimNextRequest(ClaimRequest):
 
 
 class ResolveRequest(_Strict):
-    """The decision: APPROVED, REJECTED or REVISION_REQUESTED, with notes and a payload for
-    the source system (both optional)."""
+    """The decision, with the notes the decision rules ask for and an optional payload for
+    the source system."""
 
     decision: Decision
     notes: str | None = Field(

@@ -12,7 +12,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from signoff.domain.states import REVIEWERS, Decision, ExecutionStatus, Transition
+from signoff.domain.decisions import decisions_where
+from signoff.domain.states import REVIEWERS, ExecutionStatus, Transition
 from signoff.domain.tasks import Task
 from signoff.store.batch import chosen
 from signoff.store.tables import (
@@ -155,7 +156,7 @@ async def grant_execution(
         T.id == task_id,
         T.producer_id == producer_id,
         status_in(step.sources),
-        T.decision == Decision.APPROVED.value,
+        T.decision.in_([d.value for d in decisions_where("grants_approval")]),
         or_(
             T.execution_status.is_(None),
             T.execution_status != ExecutionStatus.COMPLETED.value,
