@@ -202,7 +202,7 @@ def seed_tasks(database: str, count: int, producer: str) -> None:
         " precheck_hash, diagnostic_bundle, producer_id, idempotency_key, version,"
         " created_at, updated_at, escalation_level)"
         " SELECT gen_random_uuid(), 'PENDING_REVIEW', 'transaction', 'seed_' || g,"
-        f" 'AML_RULE_FAILED', '{precheck}', '{bundle}', '{producer}', 'seed-' || g, 1,"
+        f" 'AML_RULE_FAILED', '{precheck}', '{bundle}', '{producer}', 'bulk-' || g, 1,"
         " now() - interval '1 hour' + g * interval '1 microsecond',"
         " now(), 0 FROM generate_series(1, " + str(count) + ") AS g",
     )

@@ -1,4 +1,4 @@
-"""An order service that waits for a manager's approval through Signoff (seed 004).
+"""An order service that waits for a manager's approval through Signoff.
 
 The saga: an order holds its stock and authorises its payment; an order above
 ``--limit`` escalates to Signoff and waits, without blocking anything, for a webhook:

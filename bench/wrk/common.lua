@@ -1,7 +1,7 @@
 -- Shared by the wrk scripts: per-thread random ids, counters reported by done().
 local M = {}
 
-function M.seed(tid)
+function M.seed_random(tid)
   math.randomseed(os.time() * 7919 + tid * 104729 + math.floor(os.clock() * 1e6))
   for _ = 1, 10 do math.random() end
 end

@@ -22,7 +22,7 @@ claims, resolves, empty, refused, server_errors = 0, 0, 0, 0, 0
 claim_ms, resolve_ms, cycle_ms = {}, {}, {}
 
 function init(args)
-  common.seed(tid)
+  common.seed_random(tid)
   for _, arg in ipairs(args) do
     local ms = arg:match("^%-%-delay=(%d+)$")
     if ms then

@@ -24,7 +24,7 @@ local RING = 2000
 created, replayed, conflicts, client_errors, server_errors = 0, 0, 0, 0, 0
 
 function init(args)
-  common.seed(tid)
+  common.seed_random(tid)
   headers = {["Authorization"] = "Bearer " .. args[1], ["Content-Type"] = "application/json"}
   mode = args[2] or "new"
   delay_ms = tonumber(args[3] or "0")

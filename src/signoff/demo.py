@@ -25,7 +25,7 @@ async def seed_demo(settings: Settings) -> demo.DemoTour:
     database = Database(create_engine(settings))
     try:
         context = ServiceContext(database=database, settings=settings, clock=SystemClock())
-        return await demo.seed(context, base_url=server_url(settings))
+        return await demo.populate(context, base_url=server_url(settings))
     finally:
         await database.dispose()
 

@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     log_level: str = "info"
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     approval_ttl_seconds: int | None = Field(default=None, gt=0)
-    """Default life of an approval of a subject (seed 003); ``None``: no expiry."""
+    """Default life of an approval of a subject; ``None``: no expiry."""
     default_escalation_policy: str = Field(
         default=json.dumps(
             {
@@ -61,7 +61,7 @@ class Settings(BaseSettings):
                 ],
             }
         ),
-        description="JSON {name, levels}: the policy of escalations that name none (seed 004).",
+        description="JSON {name, levels}: the policy of escalations that name none.",
     )
     sweep_interval_seconds: float = Field(default=15, gt=0)
     sweep_batch_size: int = Field(default=100, gt=0)
@@ -121,7 +121,7 @@ class Settings(BaseSettings):
     # Producers' side (agents).
     execution_lease_seconds: int = Field(default=300, gt=0, le=86400)
     """How long an execution grant fences its executor before another may take over."""
-    # Console sign-in (issue 9): sessions, throttling, OpenID Connect.
+    # Console sign-in: sessions, throttling, OpenID Connect.
     session_idle_seconds: int = Field(default=1800, gt=0)
     """A console session ends after this long without a request."""
     session_max_seconds: int = Field(default=43200, gt=0)

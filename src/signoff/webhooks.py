@@ -3,7 +3,7 @@
 Every delivery carries two independent signature schemes over the exact raw body:
 
 * ``X-Signature-256: sha256=<hex>`` — HMAC-SHA256 keyed with the endpoint secret string
-  (``whsec_…``) as UTF-8 bytes, GitHub's format (seed ``000`` section 5);
+  (``whsec_…``) as UTF-8 bytes, GitHub's format;
 * Standard Webhooks: ``webhook-id`` (the event id, the same on every retry),
   ``webhook-timestamp`` (Unix seconds) and ``webhook-signature`` (``v1,<base64>`` per
   live secret, space-separated during a rotation), made by the ``standardwebhooks``

@@ -1,4 +1,4 @@
-"""``examples/order_service.py --demo`` against a real ``signoff serve`` (seed 004's saga):
+"""``examples/order_service.py --demo`` against a real ``signoff serve`` (the saga):
 approved → paid, rejected or expired → compensated, a duplicate delivery → nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Approvals bound to versions (seed 003): revisions, invalidation, the execution gate."""
+"""Approvals bound to versions: revisions, invalidation, the execution gate."""
 
 from __future__ import annotations
 

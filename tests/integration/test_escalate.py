@@ -1,4 +1,4 @@
-"""POST /tasks/escalate: the contract, deduplication and idempotency (seed 000)."""
+"""POST /tasks/escalate: the contract, deduplication and idempotency."""
 
 from __future__ import annotations
 

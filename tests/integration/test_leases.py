@@ -1,4 +1,4 @@
-"""Claims, leases and resolution (seed 000 sections 3 and 5, and its closing rule)."""
+"""Claims, leases and resolution under a live lease."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durable waiting (seed 004): deadlines, escalation levels, a replica-safe sweeper,
+"""Durable waiting: deadlines, escalation levels, a replica-safe sweeper,
 notifications over real SMTP, resume links, cancellation. Time moves by the test clock."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Signed callbacks: outbox → deliveries → a real HTTP receiver (seed 000 section 5, seed 004)."""
+"""Signed callbacks: outbox → deliveries → a real HTTP receiver."""
 
 from __future__ import annotations
 

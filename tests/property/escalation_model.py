@@ -1,4 +1,4 @@
-"""The escalation rules of ``docs/api.md`` ("Escalation rules (seed 000), in the order they
+"""The escalation rules of ``docs/api.md`` ("Escalation rules, in the order they
 are checked"), restated as a model of what the service must answer, for one producer.
 
 The model is written from the documentation, not from the service's code: it predicts the

@@ -1,4 +1,4 @@
-"""Escalations generated from the seed's JSON Schema (hypothesis-jsonschema), sent to the
+"""Escalations generated from the contract's JSON Schema (hypothesis-jsonschema), sent to the
 real HTTP server on SQLite and PostgreSQL.
 
 Every generated instance is schema-valid. We fix up its precheck hash (so most are
@@ -175,7 +175,7 @@ def encode(body: Any, style: str) -> bytes:
 
 def check(producer: Client, model: EscalationModel, raw: bytes) -> None:
     """Send one escalation and compare the answer with the model's prediction."""
-    body = json.loads(raw)  # as sent: key order decides the seed-era precheck hash
+    body = json.loads(raw)  # as sent: key order decides the sent-order precheck hash
     expected = model.expect(body)
     event(expected.rule)
     response = producer.post(

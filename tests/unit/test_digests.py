@@ -1,4 +1,4 @@
-"""RFC 8785 digests and the seed-era precheck hash."""
+"""RFC 8785 digests and the precheck hash in sent order."""
 
 from __future__ import annotations
 

@@ -145,3 +145,32 @@ def test_documents_speak_the_products_language() -> None:
         if jargon.search(line.replace("--seed", ""))
     ]
     assert not found, "state the rule itself instead of citing its origin:\n" + "\n".join(found)
+
+
+def _code_files() -> list[Path]:
+    suffixes = {".py", ".html", ".js", ".css", ".lua", ".sql", ".toml", ".md"}
+    roots = [ROOT / name for name in ("src", "tests", "examples", "bench", "scripts")]
+    return [
+        path
+        for root in roots
+        for path in sorted(root.rglob("*"))
+        if path.suffix in suffixes and "node_modules" not in path.parts and path.is_file()
+    ]
+
+
+def test_code_and_comments_speak_the_products_language() -> None:
+    """Code, comments and test names state the rule itself, never where it came from: no
+    origin documents ("seed 003") and no tracker numbers ("issue 9") — a reader has
+    neither. Random seeds (``--seed``, ``randomseed``) are fine."""
+    jargon = re.compile(
+        r"(?<![-\w])seed(?:'s|s|-era)?\b(?!`)|\bissues? #?\d+\b|\(#\d+\)", re.IGNORECASE
+    )
+    this_test = Path(__file__).resolve()
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _code_files()
+        if path.resolve() != this_test
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if jargon.search(line.replace("--seed", "").replace("randomseed", ""))
+    ]
+    assert not found, "state the rule itself instead of citing its origin:\n" + "\n".join(found)

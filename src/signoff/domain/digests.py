@@ -82,7 +82,8 @@ def compact_json_in_sent_order(value: Any) -> bytes:
     the order they were sent. Scalars are serialised by RFC 8785, which specifies exactly
     ECMAScript's number and string formatting, so only key order differs from JCS.
 
-    Seed ``000`` computes its precheck hash this way; see :func:`precheck_hash_matches`.
+    Clients that hash ``JSON.stringify`` output compute their precheck hash this way; see
+    :func:`precheck_hash_matches`.
     """
     if _plain(value):
         try:
@@ -103,7 +104,7 @@ def compact_json_in_sent_order(value: Any) -> bytes:
 def precheck_hash_candidates(attempted_actions: Any) -> tuple[str, str]:
     """The two accepted precheck hashes for ``diagnostic_bundle.attempted_actions``:
     SHA-256 of the RFC 8785 form (preferred), and SHA-256 of the compact serialisation in
-    the order sent (seed ``000``'s ``JSON.stringify``, kept for seed-era clients)."""
+    the order sent (JavaScript's ``JSON.stringify``, accepted for clients that hash that)."""
     return (
         json_digest(attempted_actions),
         sha256_hex(compact_json_in_sent_order(attempted_actions)),

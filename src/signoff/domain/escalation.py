@@ -2,17 +2,17 @@
 
 Checks run in this order, and the first that fails decides the answer:
 
-1. context proof (seed ``000`` section 4): ``diagnostic_bundle.attempted_actions`` present
+1. context proof: ``diagnostic_bundle.attempted_actions`` present
    and non-empty, ``diagnostic_bundle.evaluator_verdict`` present →
    422 ``ERR_INSUFFICIENT_CONTEXT_PROOF`` with ``missing_fields``;
-2. the seed's JSON Schema (``contract/escalation-request.schema.json``, draft-07, formats
+2. the contract's JSON Schema (``contract/escalation-request.schema.json``, draft-07, formats
    ``uuid`` and ``date-time`` enforced) → 422 ``ERR_VALIDATION`` listing every field;
 3. Signoff's own rules, documented in ``docs/api.md``: fields the server owns
    (``status``, ``version``, lease fields…) → 422 ``ERR_READ_ONLY_FIELD``; the indexed
    text fields (``entity_type``, ``entity_id``, ``reason_code``, ``idempotency_key``)
    non-empty, at most 255 characters → 422 ``ERR_VALIDATION`` (U+0000 never gets this
    far: :mod:`signoff.domain.text_guard` refuses it at the request boundary);
-4. the precheck hash (seed ``000`` section 1) → 422 ``ERR_PRECHECK_HASH_MISMATCH``.
+4. the precheck hash → 422 ``ERR_PRECHECK_HASH_MISMATCH``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class EscalationRequest:
 
 @cache
 def contract_schema() -> dict[str, Any]:
-    """The seed's escalation JSON Schema, shipped inside the package."""
+    """The escalation contract's JSON Schema, shipped inside the package."""
     text = (
         resources.files("signoff.domain")
         .joinpath("contract/escalation-request.schema.json")

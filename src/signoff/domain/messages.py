@@ -1,4 +1,4 @@
-"""What a notified approver reads (seed 004): enough to decide without opening anything
+"""What a notified approver reads: enough to decide without opening anything
 else — entity, reason, the key fields of the input snapshot, the evaluator's confidence
 against its threshold, the AI recommendation (labelled as such) and the decision link."""
 

@@ -1,4 +1,4 @@
-"""Escalation policies (seed 004): what happens, level by level, when a task waits too long.
+"""Escalation policies: what happens, level by level, when a task waits too long.
 
 Level *k* fires ``after_seconds`` after level *k−1* (level 1: after the escalation, or at
 the request's own ``deadline``). ``remind`` notifies; ``reassign`` moves the task to

@@ -124,7 +124,7 @@ def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> 
 
 
 def action_ids(subject: dict[str, Any]) -> list[str]:
-    """The actions an approval of ``subject`` allows (seed 003: one status per action)."""
+    """The actions an approval of ``subject`` allows (one status per action)."""
     actions = subject.get("actions")
     if not actions:
         return [DEFAULT_ACTION_ID]
@@ -245,7 +245,7 @@ class RevisionEffect(StrEnum):
 def revision_effect(
     task: Task, paths: Sequence[str], now: datetime, *, sources_changed: bool = False
 ) -> RevisionEffect:
-    """What a new revision does to ``task``, by state (seed 003).
+    """What a new revision does to ``task``, by state and by the decision rules.
 
     Raises:
         Conflict: ``ERR_STATE_CONFLICT`` while executing, after completion, or after a

@@ -5,7 +5,8 @@ Every state change anywhere in Signoff (API, workers, tests) goes through
 the transition's ``sources`` and ``lease`` rule, and the services check ``roles`` and
 write the ``event_type`` to the audit trail and outbox, so the rules live here once.
 
-Seed ``000`` section 3 names the statuses ``PENDING_REVIEW``, ``CLAIMED``, ``RESOLVED``.
+A task waits (``PENDING_REVIEW``), is held under a lease (``CLAIMED``), and ends decided
+(``RESOLVED``), expired or cancelled.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ class TaskStatus(StrEnum):
     CLAIMED = "CLAIMED"
     RESOLVED = "RESOLVED"
     EXPIRED = "EXPIRED"
-    """Seed 004: the final escalation level fired before anyone decided."""
+    """The final escalation level fired before anyone decided."""
     CANCELLED = "CANCELLED"
     """The producer withdrew the task."""
 
 
-#: Statuses that count as "active" for the one-task-per-entity rule (seed 000, section 2).
+#: Statuses that count as "active" for the one-task-per-entity rule.
 ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset({TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED})
 
 
@@ -32,7 +33,7 @@ class Decision(StrEnum):
     APPROVED = "APPROVED"
     REJECTED = "REJECTED"
     REVISION_REQUESTED = "REVISION_REQUESTED"
-    """Seed 003: the reviewer asks for changes (notes say which); a new revision of the
+    """The reviewer asks for changes (notes say which); a new revision of the
     subject sends the task back to review."""
 
 
@@ -85,7 +86,7 @@ class LeaseRule(StrEnum):
     NONE = "none"
     """No lease involved (creation)."""
     CLAIMABLE = "claimable"
-    """Pending, or claimed with a lapsed lease (seed 000's claim ``WHERE``)."""
+    """Pending, or claimed with a lapsed lease."""
     HELD = "held"
     """The caller presents the current lease token; a lapsed lease still counts while
     nobody else has claimed the task (renew, release)."""
@@ -94,7 +95,7 @@ class LeaseRule(StrEnum):
     fresh token; a resume link claims and resolves at once)."""
     HELD_LIVE = "held_live"
     """The current token *and* a live lease: after a lapse the holder must renew
-    explicitly first (seed 000's closing rule)."""
+    explicitly first: a lapsed lease is never silently extended."""
 
 
 REVIEWERS: frozenset[Role] = frozenset({Role.REVIEWER, Role.SUPERVISOR})
@@ -155,7 +156,7 @@ TRANSITIONS: dict[Action, Transition] = dict(
         _t(Action.RENEW, {C}, C, REVIEWERS, LeaseRule.HELD, "task.lease_renewed", publish=False),
         _t(Action.RELEASE, {C}, P, REVIEWERS, LeaseRule.HELD, "task.released"),
         _t(Action.RESOLVE, {C}, R, REVIEWERS, LeaseRule.HELD_LIVE, "task.resolved"),
-        # Seed 003: the reviewed object changes. While in review the new revision simply
+        # The reviewed object changes. While in review the new revision simply
         # becomes current; after an approval it invalidates it (REOPEN) unless the change
         # is confined to non-material paths (CARRY_FORWARD); after REVISION_REQUESTED it
         # sends the task back to review (REOPEN).
@@ -193,7 +194,7 @@ TRANSITIONS: dict[Action, Transition] = dict(
         _t(Action.COMPLETE_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_completed"),
         _t(Action.FAIL_ACTION, {R}, None, PRODUCERS, LeaseRule.NONE, "task.action_failed"),
         _t(Action.REVOKE_SOURCE, {P, C, R}, None, PRODUCERS, LeaseRule.NONE, "task.source_revoked"),
-        # Seed 004: waiting with deadlines. The sweeper applies each escalation level once;
+        # Waiting with deadlines. The sweeper applies each escalation level once;
         # the last one expires the task (a compensation trigger). Producers may withdraw.
         _t(Action.ESCALATE_LEVEL, {P, C}, None, SYSTEM, LeaseRule.NONE, "task.escalated"),
         # Reassignment hands the task to another group: a lease held in the old one ends.

@@ -189,7 +189,7 @@ SUMMARY_LABEL = "AI recommendation: a person decides"
 
 
 def _summary_view(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Seed 004: an AI-prepared summary only recommends; it is always shown as such."""
+    """An AI-prepared summary only recommends; it is always shown as such."""
     if summary is None:
         return None
     return {**summary, "label": SUMMARY_LABEL}

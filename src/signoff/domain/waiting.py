@@ -1,4 +1,4 @@
-"""The waiting fields of an escalation (seed 004): deadline, policy, group, AI summary."""
+"""The waiting fields of an escalation: deadline, policy, group, AI summary."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ NO_WAITING_FIELDS = WaitingInput(deadline=None, policy_name=None, assigned_group
 
 
 def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
-    """Read the optional waiting fields; ``deadline`` and the seed's ``review_deadline``
+    """Read the optional waiting fields; ``deadline`` and its older name ``review_deadline``
     are synonyms (RFC 3339 with an offset).
 
     Raises:

@@ -1,8 +1,7 @@
 """Webhook delivery rules: which endpoint gets which event, how a response is judged, and
 when the next attempt happens. Pure functions.
 
-Seed ``000`` section 5 asks for signed callbacks; seed ``004`` for callbacks that may
-arrive late or twice and must be harmless — hence at-least-once delivery with a stable
+Callbacks are signed, and may arrive late or twice and must then be harmless — hence at-least-once delivery with a stable
 event id (``webhook-id``) that receivers deduplicate on.
 """
 

@@ -157,7 +157,7 @@ async def _ensure_link(ctx: ServiceContext, task_id: str) -> None:
             await uow.commit()
 
 
-async def seed(ctx: ServiceContext, *, base_url: str) -> DemoTour:
+async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
     """Create (once) the demo's keys, tasks, webhook endpoint and resume link."""
     admin = Principal(key_id=uuid.uuid4(), principal_id="demo-admin", role=Role.ADMIN)
     producer = await _ensure_key(ctx, PRODUCER_KEY, role=Role.PRODUCER, principal_id=PRODUCER_ID)

@@ -1,4 +1,4 @@
-"""Queries for subjects, revisions, the execution gate and per-action status (seed 003)."""
+"""Queries for subjects, revisions, the execution gate and per-action status."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ review_tasks = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("resolved_at", UtcDateTime),
-    # Seed 003: the subject under review, its current revision and digest, and the
+    # Approvals bound to versions: the subject under review, its current revision and digest, and the
     # approval bound to one revision.
     Column("current_revision", Integer),
     Column("digest", String(64)),
@@ -112,7 +112,7 @@ review_tasks = Table(
     Column("execution_status", String(16)),
     Column("execution_operation_id", Text),
     Column("executed_at", UtcDateTime),
-    # Seed 004: waiting is a stored state with a deadline. ``deadline_at`` is when the next
+    # Waiting is a stored state with a deadline. ``deadline_at`` is when the next
     # escalation level fires; the policy's levels are copied onto the task at escalation.
     Column("deadline_at", UtcDateTime),
     Column("escalation_level", Integer, nullable=False, server_default="0"),
@@ -128,7 +128,7 @@ review_tasks = Table(
     Column("execution_lease_expires_at", UtcDateTime),
     Column("execution_stalled_at", UtcDateTime),
     Column("invalidated_revision", Integer),
-    # Seed 000 section 2: one active task per entity, enforced by the database.
+    # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
         "entity_type",
@@ -172,7 +172,7 @@ review_tasks = Table(
     ),
 )
 
-#: Immutable revisions of a task's subject (seed 003). Revision 1 comes with the escalation.
+#: Immutable revisions of a task's subject. Revision 1 comes with the escalation.
 subject_revisions = Table(
     "subject_revisions",
     metadata,
@@ -195,7 +195,7 @@ revoked_sources = Table(
     Column("revoked_at", UtcDateTime, nullable=False),
 )
 
-#: Per-action execution status (seed 003: an article may be published while the
+#: Per-action execution status (an article may be published while the
 #: newsletter failed; a failed action is retried alone).
 task_actions = Table(
     "task_actions",
@@ -218,8 +218,8 @@ revision_views = Table(
     Column("viewed_at", UtcDateTime, nullable=False),
 )
 
-#: Idempotency keys live apart from tasks so they can expire (the seed's permanent
-#: ``UNIQUE`` on ``review_tasks.idempotency_key`` contradicts its own 24-hour TTL).
+#: Idempotency keys live apart from tasks so they can expire (a permanent ``UNIQUE`` on
+#: ``review_tasks.idempotency_key`` could not let a key be used again after 24 hours).
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
@@ -403,7 +403,7 @@ escalation_policies = Table(
     Column("updated_at", UtcDateTime, nullable=False),
 )
 
-#: Resume tokens (seed 004): single-purpose approve/reject links, bound to one task and
+#: Resume tokens: single-purpose approve/reject links, bound to one task and
 #: one approver, stored as SHA-256.
 resume_tokens = Table(
     "resume_tokens",
@@ -446,7 +446,7 @@ notifications = Table(
     ),
 )
 
-# People who sign in to the console (issue 9). A user ends in the same Principal an API
+# People who sign in to the console. A user ends in the same Principal an API
 # key does: ``users.id`` plays the part of the key id.
 users = Table(
     "users",

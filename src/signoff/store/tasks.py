@@ -161,7 +161,7 @@ async def claim_task(
     lease_expires_at: datetime,
     groups: tuple[str, ...] | None = None,
 ) -> Task | None:
-    """Seed 000's claim: pending, or claimed with a lapsed lease → claimed by
+    """The claim: pending, or claimed with a lapsed lease → claimed by
     ``operator_id`` under a fresh lease token. ``groups``: the reviewer's groups (None for
     supervisors, who may claim any task)."""
     return await update_task_if(

@@ -1,4 +1,4 @@
-"""Queries for durable waiting (seed 004): policies, due tasks, escalation levels,
+"""Queries for durable waiting: policies, due tasks, escalation levels,
 cancellation, resume tokens, recipients and the notification outbox."""
 
 from __future__ import annotations

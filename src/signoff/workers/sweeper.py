@@ -1,4 +1,4 @@
-"""The sweeper (seed 004's ``sweep_timeouts``): applies due escalation levels.
+"""The sweeper: applies due escalation levels.
 
 Any number may run. On PostgreSQL each batch locks its rows ``SKIP LOCKED``, so sweepers
 split the due tasks; everywhere, each level is one conditional update on the task's

@@ -1,4 +1,4 @@
-"""Subjects, revisions, diffs and the execution gate (seed 003)."""
+"""Subjects, revisions, diffs and the execution gate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Escalation policies, cancellation, notifications and resume links (seed 004)."""
+"""Escalation policies, cancellation, notifications and resume links."""
 
 from __future__ import annotations
 

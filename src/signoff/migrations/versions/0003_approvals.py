@@ -1,4 +1,4 @@
-"""Subjects with revisions, approvals bound to a revision, execution per action (seed 003).
+"""Subjects with revisions, approvals bound to a revision, execution per action.
 
 Revision ID: 0003
 Revises: 0002

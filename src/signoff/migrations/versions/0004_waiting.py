@@ -1,4 +1,4 @@
-"""Durable waiting (seed 004): deadlines, escalation policies, groups, resume tokens,
+"""Durable waiting: deadlines, escalation policies, groups, resume tokens,
 notifications.
 
 Revision ID: 0004
