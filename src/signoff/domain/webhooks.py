@@ -1,8 +1,8 @@
 """Webhook delivery rules: which endpoint gets which event, how a response is judged, and
 when the next attempt happens. Pure functions.
 
-Callbacks are signed, and may arrive late or twice and must then be harmless — hence at-least-once delivery with a stable
-event id (``webhook-id``) that receivers deduplicate on.
+Callbacks are signed, and may arrive late or twice and must then be harmless — hence
+at-least-once delivery with a stable event id (``webhook-id``) that receivers deduplicate on.
 """
 
 from __future__ import annotations

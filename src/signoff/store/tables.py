@@ -99,8 +99,8 @@ review_tasks = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("resolved_at", UtcDateTime),
-    # Approvals bound to versions: the subject under review, its current revision and digest, and the
-    # approval bound to one revision.
+    # Approvals bound to versions: the subject under review, its current revision and
+    # digest, and the approval bound to one revision.
     Column("current_revision", Integer),
     Column("digest", String(64)),
     Column("material_paths", JsonText),
