@@ -13,6 +13,7 @@ there.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from sqlalchemy import select
@@ -85,11 +87,13 @@ class Answer:
 
 @dataclass
 class Snapshot:
-    """A task's stored state: its row, its audit trail and its outbox (canonical JSON)."""
+    """A task's stored state: its row, its audit trail and its outbox events (each read
+    back from its canonical JSON text, so two events are equal exactly when their texts
+    are)."""
 
     row: dict[str, Any]
     trail: list[dict[str, Any]]
-    outbox: list[str]
+    outbox: list[dict[str, Any]]
 
 
 @dataclass
@@ -105,6 +109,7 @@ class Deployment:
     console_csrf: dict[str, str] = field(default_factory=dict)
     task_ids: dict[str, str] = field(default_factory=dict)
     entities: dict[str, str] = field(default_factory=dict)
+    idempotency_keys: dict[str, str] = field(default_factory=dict)
     leases: dict[tuple[str, str], str] = field(default_factory=dict)
     execution: dict[str, str] = field(default_factory=dict)
     links: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -227,8 +232,13 @@ class Deployment:
             events.append(self.neutral(event))
         messages = []
         for event in outbox:
+            # Each engine draws its own event ids; when an event was fanned out to
+            # webhook endpoints is the dispatcher's business, not the decision's.
             event.pop("fanned_out_at", None)
-            messages.append(canonical_json(self.neutral(event)).decode())
+            event["id"] = "<event id>"
+            if isinstance(event["payload"], dict) and "id" in event["payload"]:
+                event["payload"]["id"] = "<event id>"
+            messages.append(json.loads(canonical_json(self.neutral(event))))
         return Snapshot(self.neutral(row), events, messages)
 
     # Normalising --------------------------------------------------------------------------
@@ -277,6 +287,7 @@ class Deployment:
         if response.status_code == 201:
             self.task_ids[handle] = response.json()["id"]
             self.entities[handle] = body["entity_id"]
+            self.idempotency_keys[handle] = body["idempotency_key"]
         return self.answer(response)
 
     def claim(self, who: str, handle: str) -> Answer:
@@ -338,7 +349,11 @@ class Deployment:
         form += [("task", self.task_id(handle)) for handle in handles]
         if group:
             form.append(("group", group))
-        response = self.console[who].post("/console/bulk", data=form)
+        response = self.console[who].post(
+            "/console/bulk",
+            content=urlencode(form),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         location = response.headers.get("location", "")
         message = re.sub(r".*message=", "", location)
         return Answer(response.status_code, None, httpx.URL("?m=" + message).params.get("m"))
@@ -453,14 +468,8 @@ def door_neutral(snapshot: Snapshot, twin_of: dict[str, str]) -> Snapshot:
     return Snapshot(
         fold(snapshot.row),
         [fold(event) for event in snapshot.trail],
-        [fold_text(text, fold) for text in snapshot.outbox],
+        [fold(event) for event in snapshot.outbox],
     )
-
-
-def fold_text(text: str, fold: Any) -> str:
-    import json
-
-    return canonical_json(fold(json.loads(text))).decode()
 
 
 def twin_escalation(**fields: Any) -> dict[str, Any]:
