@@ -409,8 +409,10 @@ class Deployment:
 
     def report(self, handle: str, outcome: str) -> Answer:
         token = self.execution.get(handle, "no-such-execution-token")
+        task = self.producer.get(f"/tasks/{self.task_id(handle)}").json()
+        action = "pay" if task.get("current_revision") is not None else "execute"
         response = self.producer.post(
-            f"/tasks/{self.task_id(handle)}/actions/pay/{outcome}",
+            f"/tasks/{self.task_id(handle)}/actions/{action}/{outcome}",
             headers={"X-Execution-Token": token},
             json={"operation_id": f"op-{handle}", "result": {"outcome": outcome}},
         )
