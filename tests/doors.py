@@ -117,6 +117,7 @@ class Deployment:
     leases: dict[tuple[str, str], str] = field(default_factory=dict)
     execution: dict[str, str] = field(default_factory=dict)
     links: dict[tuple[str, str], str] = field(default_factory=dict)
+    operation_ids: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
 
     # Setting up --------------------------------------------------------------------------
@@ -404,7 +405,7 @@ class Deployment:
             json={
                 "revision": current.get("current_revision") or 1,
                 "digest": current.get("digest") or "0" * 64,
-                "operation_id": f"op-{handle}",
+                "operation_id": self.operation_ids.get(handle, f"op-{handle}"),
             },
         )
         if response.status_code == 200 and response.json().get("execution_token"):
@@ -418,7 +419,10 @@ class Deployment:
         response = self.producer.post(
             f"/tasks/{self.task_id(handle)}/actions/{action}/{outcome}",
             headers={"X-Execution-Token": token},
-            json={"operation_id": f"op-{handle}", "result": {"outcome": outcome}},
+            json={
+                "operation_id": self.operation_ids.get(handle, f"op-{handle}"),
+                "result": {"outcome": outcome},
+            },
         )
         return self.answer(response)
 
@@ -436,7 +440,9 @@ class Deployment:
 
 
 #: Columns and fields holding a secret's hash: compared as present or absent.
-SECRET_FIELDS = frozenset({"lease_token_hash", "execution_token_hash", "lease_token"})
+SECRET_FIELDS = frozenset(
+    {"lease_token_hash", "execution_token_hash", "lease_token", "execution_token"}
+)
 #: Ids each deployment draws at random for its own rows (never ids a caller gave).
 OWN_IDS = frozenset({"webhook_id"})
 
