@@ -70,6 +70,9 @@ def deployment_settings(database_url: str, mailbox: Mailbox, **overrides: Any) -
         # turn into the sign-in page halfway through.
         "session_idle_seconds": 10**8,
         "session_max_seconds": 10**8,
+        # Refused decisions leave their claims live; a sequence must never meet the cap
+        # on one door and not on its twin's.
+        "max_leases_per_principal": 1000,
     }
     values.update(overrides)
     return Settings(**values)
