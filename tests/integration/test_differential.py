@@ -180,7 +180,7 @@ class Doors(RuleBasedStateMachine):
         answers = [act(engine) for engine in self.engines]
         first, *others = self.engines
         for engine, answer in zip(others, answers[1:], strict=True):
-            diff = differences(answers[0], answer)
+            diff = differences(vars(answers[0]), vars(answer))
             assert not diff, self._say(
                 step, f"the answers differ ({first.name} != {engine.name})", diff
             )
