@@ -567,7 +567,7 @@ def _play(tmp_path: Path, postgres_database: str, *, twins: bool) -> None:
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=8,
+            max_examples=6,
             stateful_step_count=12,
             deadline=None,
             suppress_health_check=list(HealthCheck),
