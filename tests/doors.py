@@ -376,7 +376,7 @@ class Deployment:
         revision = task.get("current_revision")
         if form:
             page = httpx.get(link, timeout=30)
-            match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+            match = re.search(r'name="csrf" value="([^"]+)"', page.text)
             data: dict[str, Any] = {"csrf": match.group(1) if match else "", "decision": decision}
             if revision is not None:
                 data["revision"] = str(revision)
