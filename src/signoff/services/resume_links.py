@@ -163,16 +163,16 @@ async def decide_by_link(
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
-        if csrf is not None and not hmac.compare_digest(csrf, csrf_token(ctx, row["token_hash"])):
-            raise Forbidden(
-                "the form is not valid for this link; reload the page", error_code=ErrorCode.CSRF
-            )
         approver_id = row["principal_id"]
         if caller is not None and caller.principal_id != approver_id:
             raise Forbidden("this link belongs to another approver", error_code=ErrorCode.FORBIDDEN)
         state = _state(ctx, row, task, now)
         if state.state != "open":
-            return state
+            return state  # what the page shows anyway: no form, nothing to protect
+        if csrf is not None and not hmac.compare_digest(csrf, csrf_token(ctx, row["token_hash"])):
+            raise Forbidden(
+                "the form is not valid for this link; reload the page", error_code=ErrorCode.CSRF
+            )
         approver = await store.approver_principal(uow.connection, approver_id)
     if approver is None:
         raise Forbidden(
