@@ -62,13 +62,12 @@ def _view(request: Request, principal: Principal) -> View:
     return view if view in allowed else View.AVAILABLE
 
 
-def _query(view: View, filters: InboxFilters, **extra: str) -> str:
+def _query(view: View, filters: InboxFilters) -> str:
     pairs: dict[str, str] = {"view": view.value}
     for name in FILTER_NAMES:
         value = getattr(filters, name)
         if value is not None:
             pairs[name] = str(value)
-    pairs.update(extra)
     return urlencode(pairs)
 
 

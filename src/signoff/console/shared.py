@@ -128,4 +128,4 @@ class Notice:
     """Something that happened since the page was shown: who, when, what."""
 
     text: str
-    tone: str = "info"
+    tone: str  # ok, warn or error: the notice's colour
