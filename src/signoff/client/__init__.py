@@ -17,7 +17,8 @@ The exception tree is drawn in :mod:`signoff.client._errors` (``SignoffError`` a
 root; ``ApiError`` for every refusal the server answers).
 """
 
-from signoff.client._client import AsyncSignoff, Signoff
+from signoff.client._async_client import AsyncSignoff
+from signoff.client._client import Signoff
 from signoff.client._digests import canonical_json, digest, escalation_ids, precheck_hash
 from signoff.client._errors import (
     AlreadyExecuting,

@@ -1,9 +1,10 @@
-"""``Signoff`` (blocking) and ``AsyncSignoff``: the same methods, the same behaviour (both
-run the operations in :mod:`signoff.client._ops`)."""
+"""``Signoff``, the blocking client. ``AsyncSignoff`` (:mod:`signoff.client._async_client`)
+has the same methods and the same behaviour: both run the operations in
+:mod:`signoff.client._ops`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -11,22 +12,18 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
-from signoff.client._execution import AsyncExecutionRun, ExecutionRun
+from signoff.client._execution import ExecutionRun
 from signoff.client._models import AuditEvent, Task, WebhookEndpoint
 from signoff.client._ops import OnConflict
-from signoff.client._transport import AsyncRunner, SyncRunner
+from signoff.client._transport import SyncRunner
 
-__all__ = ["AsyncSignoff", "Signoff"]
+__all__ = ["Signoff"]
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
 #: How long ``execution`` waits for another executor's lease to lapse (a crashed one).
 DEFAULT_WAIT_FOR_LEASE = 120.0
-
-
-def _filters(**values: Any) -> dict[str, Any]:
-    return values
 
 
 class Signoff:
@@ -183,7 +180,7 @@ class Signoff:
         page_size: int = 50,
     ) -> Iterator[Task]:
         """Every matching task, oldest first, fetching pages as the iteration goes."""
-        filters = _filters(
+        filters = dict(
             status=status,
             entity_type=entity_type,
             entity_id=entity_id,
@@ -283,235 +280,3 @@ class Signoff:
 
     def delete_webhook_endpoint(self, endpoint_id: str) -> None:
         self._runner.run(ops.delete_webhook_endpoint(endpoint_id))
-
-
-class AsyncSignoff:
-    """The asyncio twin of :class:`Signoff`: the same methods, awaited
-    (``list_tasks`` is an async iterator, ``execution`` an async context manager)."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retries: int = DEFAULT_RETRIES,
-        backoff: float = DEFAULT_BACKOFF,
-        transport: httpx.AsyncBaseTransport | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self._identity: dict[str, str] = {}
-        self._runner = AsyncRunner(
-            base_url,
-            api_key,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            transport=transport,
-            headers=headers,
-        )
-
-    async def close(self) -> None:
-        await self._runner.close()
-
-    async def __aenter__(self) -> AsyncSignoff:
-        return self
-
-    async def __aexit__(
-        self,
-        error_type: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def escalate(
-        self,
-        *,
-        key: str,
-        entity_type: str,
-        entity_id: str,
-        reason_code: str,
-        attempted_actions: Sequence[Mapping[str, Any]],
-        evaluator_verdict: Mapping[str, Any],
-        input_snapshot: Mapping[str, Any],
-        trace_id: str,
-        subject: Mapping[str, Any] | None = None,
-        source_revisions: Sequence[str] | None = None,
-        material_paths: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        deadline: datetime | str | None = None,
-        assigned_group: str | None = None,
-        summary: Mapping[str, Any] | None = None,
-        policy: str | None = None,
-        approval_ttl_seconds: int | None = None,
-        traceparent: str | None = None,
-        on_conflict: OnConflict = "raise",
-    ) -> Task:
-        """See :meth:`Signoff.escalate`."""
-        body = ops.escalation_body(
-            entity_type=entity_type,
-            entity_id=entity_id,
-            reason_code=reason_code,
-            attempted_actions=attempted_actions,
-            evaluator_verdict=evaluator_verdict,
-            input_snapshot=input_snapshot,
-            trace_id=trace_id,
-            subject=subject,
-            source_revisions=source_revisions,
-            material_paths=material_paths,
-            metadata=metadata,
-            deadline=deadline,
-            assigned_group=assigned_group,
-            summary=summary,
-            policy=policy,
-            approval_ttl_seconds=approval_ttl_seconds,
-        )
-        return await self._runner.run(
-            ops.escalate(
-                body,
-                key=key,
-                identity=self._identity,
-                on_conflict=on_conflict,
-                traceparent=traceparent,
-            )
-        )
-
-    async def get_task(self, task_id: str | Task) -> Task:
-        return await self._runner.run(ops.get_task(task_id))
-
-    async def wait_for_decision(
-        self,
-        task_id: str | Task,
-        *,
-        timeout: float,  # noqa: ASYNC109 (the same signature as Signoff's)
-        revision: int | None = None,
-    ) -> Task:
-        """See :meth:`Signoff.wait_for_decision`."""
-        return await self._runner.run(
-            ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
-        )
-
-    async def revise(
-        self,
-        task_id: str | Task,
-        subject: Mapping[str, Any],
-        *,
-        expected_revision: int,
-        source_revisions: Sequence[str] | None = None,
-    ) -> Task:
-        return await self._runner.run(
-            ops.revise(
-                task_id,
-                subject,
-                expected_revision=expected_revision,
-                source_revisions=source_revisions,
-            )
-        )
-
-    async def cancel(self, task_id: str | Task) -> Task:
-        return await self._runner.run(ops.cancel(task_id))
-
-    async def list_tasks(
-        self,
-        *,
-        status: str | None = None,
-        entity_type: str | None = None,
-        entity_id: str | None = None,
-        reason_code: str | None = None,
-        execution_status: str | None = None,
-        claimed_by: str | None = None,
-        assigned_group: str | None = None,
-        page_size: int = 50,
-    ) -> AsyncIterator[Task]:
-        filters = _filters(
-            status=status,
-            entity_type=entity_type,
-            entity_id=entity_id,
-            reason_code=reason_code,
-            execution_status=execution_status,
-            claimed_by=claimed_by,
-            assigned_group=assigned_group,
-        )
-        cursor: str | None = None
-        while True:
-            page = await self._runner.run(ops.list_page(filters, cursor, page_size))
-            for task in page.items:
-                yield task
-            if not page.next_cursor or not page.items:
-                return
-            cursor = page.next_cursor
-
-    async def task_events(self, task_id: str | Task) -> list[AuditEvent]:
-        return await self._runner.run(ops.task_events(task_id))
-
-    def execution(
-        self,
-        task_id: str | Task,
-        *,
-        subject: Mapping[str, Any],
-        operation_id: str,
-        wait_for_lease: float = DEFAULT_WAIT_FOR_LEASE,
-    ) -> AsyncExecutionRun:
-        """``async with client.execution(...) as run:`` — see :meth:`Signoff.execution`."""
-        return AsyncExecutionRun(
-            self._runner,
-            task_id=task_id.id if isinstance(task_id, Task) else str(task_id),
-            subject=subject,
-            operation_id=operation_id,
-            wait_for_lease=wait_for_lease,
-        )
-
-    async def claim(self, task_id: str | Task) -> Task:
-        return await self._runner.run(ops.claim(task_id))
-
-    async def claim_next(
-        self, *, entity_type: str | None = None, reason_code: str | None = None
-    ) -> Task | None:
-        return await self._runner.run(ops.claim_next(entity_type, reason_code))
-
-    async def renew(self, task: str | Task, lease_token: str | None = None) -> Task:
-        return await self._runner.run(ops.renew(task, lease_token))
-
-    async def release(self, task: str | Task, lease_token: str | None = None) -> Task:
-        return await self._runner.run(ops.release(task, lease_token))
-
-    async def resolve(
-        self,
-        task: str | Task,
-        *,
-        decision: str,
-        lease_token: str | None = None,
-        notes: str | None = None,
-        resolution_payload: Mapping[str, Any] | None = None,
-        revision: int | None = None,
-        digest: str | None = None,
-    ) -> Task:
-        return await self._runner.run(
-            ops.resolve(
-                task,
-                lease_token=lease_token,
-                decision=decision,
-                notes=notes,
-                resolution_payload=resolution_payload,
-                revision=revision,
-                digest=digest,
-            )
-        )
-
-    async def create_webhook_endpoint(
-        self,
-        url: str,
-        *,
-        event_types: Sequence[str] | None = None,
-        entity_types: Sequence[str] | None = None,
-        description: str | None = None,
-    ) -> WebhookEndpoint:
-        return await self._runner.run(
-            ops.create_webhook_endpoint(
-                url, event_types=event_types, entity_types=entity_types, description=description
-            )
-        )
-
-    async def delete_webhook_endpoint(self, endpoint_id: str) -> None:
-        await self._runner.run(ops.delete_webhook_endpoint(endpoint_id))

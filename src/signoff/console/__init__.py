@@ -7,5 +7,9 @@ scripts, fonts) is served from ``static/``; nothing comes from another host.
 Modules:
 - ``auth``: users signing in (local passwords, OpenID Connect), sessions and CSRF; ends in
   the same :class:`signoff.domain.tasks.Principal` an API key does.
-- ``pages``: the inbox, the task screen and the supervisor views.
+- ``inbox``: the inbox's views and filters, "start reviewing", supervisors' bulk actions.
+- ``task_page``: the task screen, its lease and supervisor actions, the decide form.
+- ``events``: live updates (Server-Sent Events, fed by ``live``).
+- ``shared``: what the page modules share (the lease-token cookie, navigation, notices).
+- ``routes``: mounts each page module's router and the static assets.
 """

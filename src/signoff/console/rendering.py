@@ -8,6 +8,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from signoff.console.views import duration_text
 from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, notes_rule
 
 environment = jinja2.Environment(
@@ -19,6 +20,7 @@ environment = jinja2.Environment(
 environment.globals.update(
     decision_choices=choices, notes_rule=notes_rule(), NOTES_MAX_LENGTH=NOTES_MAX_LENGTH
 )
+environment.filters["duration"] = duration_text
 
 
 def render(

@@ -1,19 +1,19 @@
-"""The console's router: pages under ``/console``, static assets under ``/console/static``."""
+"""Where the console is mounted: each page module's router under ``/console``, static
+assets under ``/console/static``."""
 
 from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
-
-router = APIRouter(prefix="/console", include_in_schema=False)
 
 
 def install_console(app: FastAPI) -> None:
     """Mount the console on ``app``: its pages and its vendored static assets."""
-    from signoff.console import pages  # noqa: F401  (registers the pages on ``router``)
+    from signoff.console import events, inbox, task_page
 
     static = resources.files("signoff.console").joinpath("static")
     app.mount("/console/static", StaticFiles(directory=str(static)), name="console-static")
-    app.include_router(router)
+    for page in (inbox, task_page, events):
+        app.include_router(page.router)

@@ -1,298 +1,45 @@
-"""The console's pages: the inbox, the task screen, supervisors' actions, live updates.
+"""The task screen: what the reviewer decides on, its lease actions, the supervisors'
+actions and the decide form.
 
-Every state change goes through the same service the JSON API calls; a refusal is shown
-on the page in words (who holds the task, what changed), never as a bare status code.
-Lease tokens stay on the server side of the browser: an HttpOnly cookie scoped to the
-console keeps the reviewer's tokens, so a reload or a second tab keeps the lease.
+Every state change goes through the same service the JSON API calls; the decisions, their
+notes and who may make them come from :mod:`signoff.domain.decisions` through those
+services. A refusal is shown on the page in words (who holds the task, what changed).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 from fastapi import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from signoff.console import live, views
+from signoff.console import views
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
-from signoff.console.rendering import environment, render
-from signoff.console.routes import router
+from signoff.console.inbox import FILTER_NAMES, next_in_view
+from signoff.console.rendering import render
+from signoff.console.shared import (
+    WARN_SECONDS,
+    Notice,
+    TokenChanges,
+    go,
+    is_htmx,
+    page_router,
+    read_form,
+    service_context,
+)
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import parse_decision
 from signoff.domain.json_input import parse_json_strict
-from signoff.domain.states import Decision, Role, TaskStatus
-from signoff.domain.tasks import Principal, Task, task_view
+from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
+from signoff.domain.tasks import Principal, task_view
 from signoff.errors import NotFound, SignoffError
 from signoff.services import approvals as approval_service
 from signoff.services import common, supervision
-from signoff.services import inbox as inbox_service
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
-from signoff.services.inbox import LABELS, InboxFilters, View
 
-environment.filters.setdefault("duration", views.duration_text)
-
-LEASE_COOKIE = "signoff_leases"
-MAX_HELD_TOKENS = 40
-#: The lease countdown warns this many seconds before the lease lapses.
-WARN_SECONDS = 120
-OVERSEERS = frozenset({Role.SUPERVISOR, Role.ADMIN})
-
-
-class Form:
-    """A URL-encoded form body (the console's forms send nothing else)."""
-
-    def __init__(self, fields: dict[str, list[str]]) -> None:
-        self.fields = fields
-
-    def get(self, name: str) -> str | None:
-        values = self.fields.get(name)
-        return values[0] if values else None
-
-    def getlist(self, name: str) -> list[str]:
-        return self.fields.get(name, [])
-
-
-async def _form(request: Request) -> Form:
-    data = await request.form()  # parsed once per request (the CSRF check read it first)
-    fields: dict[str, list[str]] = {}
-    for name, value in data.multi_items():
-        if isinstance(value, str):
-            fields.setdefault(name, []).append(value)
-    return Form(fields)
-
-
-def _context(request: Request) -> ServiceContext:
-    context: ServiceContext = request.app.state.context
-    return context
-
-
-# Lease tokens ---------------------------------------------------------------------------
-
-
-def _held_tokens(request: Request) -> dict[str, str]:
-    raw = request.cookies.get(LEASE_COOKIE)
-    if not raw:
-        return {}
-    try:
-        data = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
-
-
-def _store_tokens(response: Response, tokens: dict[str, str]) -> None:
-    kept = dict(list(tokens.items())[-MAX_HELD_TOKENS:])
-    value = base64.urlsafe_b64encode(json.dumps(kept).encode()).decode().rstrip("=")
-    response.set_cookie(
-        LEASE_COOKIE, value, path="/console", httponly=True, samesite="strict", max_age=86400
-    )
-
-
-@dataclass
-class TokenChanges:
-    """Lease tokens gained and given up during one request, written to the cookie."""
-
-    tokens: dict[str, str]
-    changed: bool = False
-    messages: list[str] = field(default_factory=list)
-
-    def keep(self, task_id: uuid.UUID | str, token: str) -> None:
-        self.tokens.pop(str(task_id), None)
-        self.tokens[str(task_id)] = token
-        self.changed = True
-
-    def drop(self, task_id: uuid.UUID | str) -> None:
-        if self.tokens.pop(str(task_id), None) is not None:
-            self.changed = True
-
-    def apply(self, response: Response) -> Response:
-        if self.changed:
-            _store_tokens(response, self.tokens)
-        return response
-
-
-# Inbox ------------------------------------------------------------------------------------
-
-
-FILTER_NAMES = ("entity_type", "reason_code", "group", "level")
-
-
-def _filters(request: Request) -> InboxFilters:
-    values = {name: (request.query_params.get(name) or "").strip() or None for name in FILTER_NAMES}
-    level = values.pop("level")
-    return InboxFilters(
-        entity_type=values["entity_type"],
-        reason_code=values["reason_code"],
-        group=values["group"],
-        level=int(level) if level and level.isdigit() and len(level) < 6 else None,
-    )
-
-
-def _view(request: Request, principal: Principal) -> View:
-    raw = request.query_params.get("view")
-    allowed = inbox_service.views_for(principal)
-    try:
-        view = View(raw) if raw else View.AVAILABLE
-    except ValueError:
-        view = View.AVAILABLE
-    return view if view in allowed else View.AVAILABLE
-
-
-def _query(view: View, filters: InboxFilters, **extra: str) -> str:
-    pairs: dict[str, str] = {"view": view.value}
-    for name in FILTER_NAMES:
-        value = getattr(filters, name)
-        if value is not None:
-            pairs[name] = str(value)
-    pairs.update(extra)
-    return urlencode(pairs)
-
-
-def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
-    held = task.status is TaskStatus.CLAIMED and not task.lease_lapsed(now)
-    return {
-        "task": task,
-        "status": task.effective_status(now).value,
-        "verdict": views.verdict(task),
-        "age": views.duration_text((now - task.created_at).total_seconds()),
-        "deadline": views.deadline(task, now),
-        "holder": task.claimed_by if held else None,
-        "lease_seconds": (
-            (task.lease_expires_at - now).total_seconds()
-            if held and task.lease_expires_at and task.claimed_by == principal.principal_id
-            else None
-        ),
-    }
-
-
-async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any]:
-    context = _context(request)
-    view, filters = _view(request, principal), _filters(request)
-    tasks = await inbox_service.list_view(context, principal, view, filters)
-    now = context.now()
-    return {
-        "principal": principal,
-        "view": view,
-        "views": [(v, LABELS[v]) for v in inbox_service.views_for(principal)],
-        "filters": filters,
-        "query": _query(view, filters),
-        "filter_query": lambda v: _query(v, filters),
-        "rows": [_row(task, principal, now) for task in tasks],
-        "now": rfc3339(now),
-        "supervisor": principal.role in OVERSEERS,
-        "csrf": csrf_token(request),
-        "message": request.query_params.get("message"),
-        "warn_seconds": WARN_SECONDS,
-    }
-
-
-@router.get("")
-async def inbox(request: Request, principal: SignedIn) -> Response:
-    values = await _inbox_values(request, principal)
-    values["facets"] = await inbox_service.facets(_context(request), principal)
-    return render(request, "inbox.html", **values)
-
-
-@router.get("/inbox/rows")
-async def inbox_rows(request: Request, principal: SignedIn) -> Response:
-    """The rows of a view alone (filters applied without a reload; the "N new" check)."""
-    return render(request, "_rows.html", **await _inbox_values(request, principal))
-
-
-def _go(request: Request, url: str, tokens: TokenChanges | None = None) -> Response:
-    """Navigate: htmx follows ``HX-Redirect``; a plain form follows the 303."""
-    response: Response
-    if request.headers.get("hx-request"):
-        response = Response(status_code=204, headers={"HX-Redirect": url})
-    else:
-        response = RedirectResponse(url, status_code=303)
-    return tokens.apply(response) if tokens else response
-
-
-@router.post("/start")
-async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
-    """Claim the next task the reviewer may take (filters of the current view apply)."""
-    form = await _form(request)
-    filters = InboxFilters(
-        entity_type=str(form.get("entity_type") or "") or None,
-        reason_code=str(form.get("reason_code") or "") or None,
-    )
-    tokens = TokenChanges(_held_tokens(request))
-    try:
-        grant = await task_service.claim_next(
-            _context(request),
-            principal,
-            entity_type=filters.entity_type,
-            reason_code=filters.reason_code,
-        )
-    except SignoffError as error:
-        return _go(request, "/console?" + urlencode({"message": error.message}))
-    if grant is None:
-        return _go(
-            request, "/console?" + urlencode({"view": "available", "message": "Nothing to review."})
-        )
-    tokens.keep(grant.task.id, grant.lease_token)
-    return _go(request, f"/console/tasks/{grant.task.id}?view=mine", tokens)
-
-
-@router.post("/bulk")
-async def bulk(request: Request, principal: CsrfChecked) -> Response:
-    """Supervisors: claim, release or reassign several tasks at once (never approve:
-    each approval names one revision)."""
-    form = await _form(request)
-    action = str(form.get("action") or "")
-    ids = [str(value) for value in form.getlist("task")]
-    group = str(form.get("group") or "")
-    back = str(form.get("back") or "view=all")
-    context = _context(request)
-    tokens = TokenChanges(_held_tokens(request))
-    done, failed = 0, []
-    for task_id in ids:
-        try:
-            if action == "claim":
-                grant = await task_service.claim(context, principal, task_id)
-                tokens.keep(grant.task.id, grant.lease_token)
-            elif action == "release":
-                token = tokens.tokens.get(task_id)
-                if token is not None and principal.role not in OVERSEERS:
-                    await task_service.release(context, principal, task_id, token)
-                else:
-                    await supervision.force_release(context, principal, task_id)
-                tokens.drop(task_id)
-            elif action == "reassign":
-                await supervision.reassign(context, principal, task_id, group)
-                tokens.drop(task_id)
-            else:
-                failed.append("unknown action")
-                break
-            done += 1
-        except SignoffError as error:
-            failed.append(error.message)
-    message = f"{action}: {done} of {len(ids)} done." + (
-        " Not done: " + "; ".join(failed[:5]) if failed else ""
-    )
-    return _go(request, f"/console?{back}&" + urlencode({"message": message}), tokens)
-
-
-# The task screen ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notice:
-    """Something that happened since the page was shown: who, when, what."""
-
-    text: str
-    tone: str = "info"
+router = page_router()
 
 
 def _event_text(event: dict[str, Any], me: str) -> str:
@@ -337,7 +84,7 @@ async def _task_values(
     since_version: int | None = None,
     notices: list[Notice] | None = None,
 ) -> dict[str, Any]:
-    context = _context(request)
+    context = service_context(request)
     task = await common.get_task(context, principal, task_id)
     now = context.now()
     trail = list(await task_service.task_audit_trail(context, principal, task_id))
@@ -401,7 +148,7 @@ async def _task_values(
         "warn_seconds": WARN_SECONDS,
         "active": task.status in (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED),
         "supervisor": principal.role in OVERSEERS,
-        "can_review": principal.role in (Role.REVIEWER, Role.SUPERVISOR),
+        "can_review": principal.role in REVIEWERS,
         "notices": all_notices,
         "csrf": csrf_token(request),
         "nav": _nav_query(request),
@@ -444,10 +191,6 @@ def _nav_query(request: Request) -> str:
     return urlencode(pairs)
 
 
-def _is_htmx(request: Request) -> bool:
-    return bool(request.headers.get("hx-request"))
-
-
 async def _task_response(
     request: Request,
     principal: Principal,
@@ -470,7 +213,7 @@ async def _task_response(
         )
     except NotFound as error:
         return render(request, "error.html", status_code=404, message=error.message)
-    template = "_task_body.html" if _is_htmx(request) else "task.html"
+    template = "_task_body.html" if is_htmx(request) else "task.html"
     return tokens.apply(render(request, template, **values))
 
 
@@ -485,7 +228,7 @@ async def task_page(task_id: str, request: Request, principal: SignedIn) -> Resp
         request,
         principal,
         task_id,
-        tokens=TokenChanges(_held_tokens(request)),
+        tokens=TokenChanges.of(request),
         seen=_int_param(request, "seen"),
         since_version=_int_param(request, "since"),
     )
@@ -494,7 +237,7 @@ async def task_page(task_id: str, request: Request, principal: SignedIn) -> Resp
 @router.get("/tasks/{task_id}/state")
 async def task_state(task_id: str, request: Request, principal: SignedIn) -> Response:
     """What a open page compares with what it shows (version, holder, revision)."""
-    context = _context(request)
+    context = service_context(request)
     try:
         task = await common.get_task(context, principal, task_id)
     except NotFound:
@@ -508,8 +251,8 @@ async def _act(
     request: Request, principal: Principal, task_id: str, tokens: TokenChanges, action: str
 ) -> list[Notice]:
     """Run one task action through its service; a refusal becomes a notice in words."""
-    context = _context(request)
-    form = await _form(request)
+    context = service_context(request)
+    form = await read_form(request)
     token = tokens.tokens.get(task_id, "")
     try:
         if action == "claim":
@@ -566,7 +309,7 @@ async def _refusal_notice(
 async def task_action(
     task_id: str, action: str, request: Request, principal: CsrfChecked
 ) -> Response:
-    tokens = TokenChanges(_held_tokens(request))
+    tokens = TokenChanges.of(request)
     if action == "decide":
         return await _decide(request, principal, task_id, tokens)
     notices = await _act(request, principal, task_id, tokens, action)
@@ -576,8 +319,8 @@ async def task_action(
 async def _decide(
     request: Request, principal: Principal, task_id: str, tokens: TokenChanges
 ) -> Response:
-    context = _context(request)
-    form = await _form(request)
+    context = service_context(request)
+    form = await read_form(request)
     notes = str(form.get("notes") or "")
     raw_payload = str(form.get("resolution_payload") or "").strip()
     problem: str | None = None
@@ -618,52 +361,13 @@ async def _decide(
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
     tokens.drop(task_id)
     if str(form.get("next") or "") == "on":
-        following = await _next_task(request, principal, task)
+        following = await next_in_view(context, principal, str(form.get("nav") or ""), task.id)
         if following is not None:
-            return _go(request, following, tokens)
-        return _go(
+            return go(request, following, tokens)
+        return go(
             request,
             "/console?" + urlencode({"message": "Decision recorded. Nothing else in this view."}),
             tokens,
         )
     done = Notice(f"Decision recorded: {decision.value}.", "ok")
     return await _task_response(request, principal, task_id, tokens=tokens, notices=[done])
-
-
-async def _next_task(request: Request, principal: Principal, decided: Task) -> str | None:
-    """The next task of the view the reviewer came from (Available: claimed for them)."""
-    form = await _form(request)
-    raw = str(form.get("nav") or "")
-    params = {k: v[0] for k, v in parse_qs(raw).items()}
-    try:
-        view = View(params.get("view") or View.AVAILABLE.value)
-    except ValueError:
-        view = View.AVAILABLE
-    if view not in inbox_service.views_for(principal):
-        view = View.AVAILABLE
-    level = params.get("level") or ""
-    filters = InboxFilters(
-        entity_type=params.get("entity_type") or None,
-        reason_code=params.get("reason_code") or None,
-        group=params.get("group") or None,
-        level=int(level) if level.isdigit() and len(level) < 6 else None,
-    )
-    tasks = await inbox_service.list_view(_context(request), principal, view, filters, limit=5)
-    for task in tasks:
-        if task.id != decided.id:
-            return f"/console/tasks/{task.id}?{raw}" if raw else f"/console/tasks/{task.id}"
-    return None
-
-
-# Live updates ---------------------------------------------------------------------------
-
-
-@router.get("/events")
-async def events(request: Request, principal: SignedIn) -> Response:
-    """Server-Sent Events: ``change`` whenever a task changed; the page then asks what."""
-    hub = live.hub_for(request.app.state, _context(request))
-    return StreamingResponse(
-        live.event_stream(hub, request.is_disconnected),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )

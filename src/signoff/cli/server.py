@@ -1,0 +1,185 @@
+"""Running Signoff: ``serve`` (the HTTP API, with the background workers), ``migrate`` and
+``worker`` (the background workers alone)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+from sqlalchemy.engine import make_url
+
+from signoff.bootstrap import prepare_database
+from signoff.cli.common import DatabaseOption, run_with_database, settings_from
+from signoff.logs import configure_logging, server_log_config
+from signoff.settings import Settings
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Interface to listen on (default 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8000).")] = None,
+    database_url: DatabaseOption = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Server processes (default on PostgreSQL: the CPU count, half of it when "
+            "the database runs on this machine; 1 on SQLite). Each also runs the background "
+            "workers."
+        ),
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="Add demo keys, tasks and a webhook (idempotent: safe to repeat)."
+        ),
+    ] = False,
+) -> None:
+    """Migrate the database, then serve the HTTP API."""
+    settings = settings_from(database_url, host=host, port=port, workers=workers)
+    if demo:
+        # The demo's receiver is this server itself, on loopback.
+        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
+    admin_key = run_with_database(settings, prepare_database(settings))
+    if admin_key:
+        typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+    demo_lines: list[str] = []
+    demo_secret = None
+    if demo:
+        from signoff import demo as demo_module
+
+        tour = run_with_database(settings, demo_module.seed_demo(settings))
+        typer.echo(f"Demo producer key: {tour.producer_key}")
+        typer.echo(f"Demo reviewer key: {tour.reviewer_key}")
+        demo_lines, demo_secret = demo_module.tour(tour, settings), tour.receiver_secret
+    # The demo's receiver lives in this process: one process serves the demo.
+    processes = 1 if demo else settings.serve_processes
+    typer.echo(
+        f"Starting Signoff on http://{settings.host}:{settings.port} "
+        f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
+        f"{processes} process{'es' if processes > 1 else ''})"
+    )
+    for note in start_up_notes(settings):
+        typer.echo(note)
+    for line in demo_lines:
+        typer.echo(line)
+    sys.stdout.flush()
+    # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
+    fast = {"loop": "uvloop", "http": "httptools"}
+    if processes > 1:
+        # Each process builds its app from the environment; hand the flags down. Every
+        # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
+        os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        if not settings.secret_key:
+            # Console sessions and form tokens are signed: every process needs one key.
+            import secrets
+
+            os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
+        uvicorn.run(
+            "signoff.cli.server:server_process_app",
+            factory=True,
+            workers=processes,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            log_config=server_log_config(settings.log_level),
+            timeout_graceful_shutdown=30,
+            **fast,  # type: ignore[arg-type]
+        )
+        return
+    from signoff.api.app import create_app
+
+    application = create_app(settings)
+    if demo_secret is not None:
+        from signoff.demo import install_receiver
+
+        install_receiver(application, demo_secret)
+    uvicorn.run(
+        application,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.access_log,
+        log_config=server_log_config(settings.log_level),
+        timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
+        **fast,  # type: ignore[arg-type]
+    )
+
+
+def start_up_notes(settings: Settings) -> list[str]:
+    """What an operator should know about this configuration before relying on it."""
+    notes = []
+    levels = settings.default_policy.levels
+    for index, level in enumerate(levels):
+        if level.assign_group:
+            hours = sum(earlier.after_seconds for earlier in levels[: index + 1]) / 3600
+            notes.append(
+                f"Note: the default escalation policy reassigns a task still waiting after "
+                f"{hours:g} h to group '{level.assign_group}'; then only reviewers in that "
+                "group, supervisors and admins see it (docs/waiting.md)."
+            )
+            break
+    if settings.webhook_allow_private_networks:
+        notes.append(
+            "Note: webhooks may go to private and loopback addresses "
+            "(SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true): for local development only."
+        )
+    return notes
+
+
+def server_process_app() -> Any:
+    """The app factory of each ``serve --workers N`` process (settings from the environment)."""
+    from signoff.api.app import create_app
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
+
+
+def migrate(database_url: DatabaseOption = None) -> None:
+    """Bring the database schema to the newest revision (Alembic)."""
+    settings = settings_from(database_url)
+    admin_key = run_with_database(settings, prepare_database(settings))
+    typer.echo("Database schema is up to date.")
+    if admin_key:
+        typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
+
+
+def worker(database_url: DatabaseOption = None) -> None:
+    """Run the background workers alone (no HTTP): the outbox dispatcher, the sweeper and
+    the notifier. SIGTERM or Ctrl-C drains and exits."""
+    import signal
+
+    from signoff.domain.clock import SystemClock
+    from signoff.services.context import ServiceContext
+    from signoff.store.database import Database, create_engine
+    from signoff.workers.runner import run_workers
+
+    settings = settings_from(database_url)
+    run_with_database(settings, prepare_database(settings))
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        database = Database(create_engine(settings))
+        try:
+            context = ServiceContext(database=database, settings=settings, clock=SystemClock())
+            await run_workers(context, stop)
+        finally:
+            await database.dispose()
+
+    typer.echo("Signoff worker started (dispatcher, sweeper, notifier).")
+    sys.stdout.flush()
+    try:
+        import uvloop  # the event loop in C, as `signoff serve` runs under uvicorn
+    except ImportError:  # not built for this platform (Windows): the standard loop
+        asyncio.run(run())
+    else:
+        uvloop.run(run())

@@ -1,0 +1,213 @@
+"""The inbox: its views and filters, the rows a view shows, "start reviewing" and the
+supervisors' bulk actions.
+
+Which views a person may open, what a view lists and who may act come from the services;
+a refusal is shown on the page in words, never as a bare status code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import Request
+from starlette.responses import Response
+
+from signoff.console import views
+from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
+from signoff.console.rendering import render
+from signoff.console.shared import (
+    WARN_SECONDS,
+    TokenChanges,
+    go,
+    page_router,
+    read_form,
+    service_context,
+)
+from signoff.domain.clock import rfc3339
+from signoff.domain.states import OVERSEERS, TaskStatus
+from signoff.domain.tasks import Principal, Task
+from signoff.errors import SignoffError
+from signoff.services import inbox as inbox_service
+from signoff.services import supervision
+from signoff.services import tasks as task_service
+from signoff.services.context import ServiceContext
+from signoff.services.inbox import LABELS, InboxFilters, View
+
+router = page_router()
+
+FILTER_NAMES = ("entity_type", "reason_code", "group", "level")
+
+
+def _filters(request: Request) -> InboxFilters:
+    values = {name: (request.query_params.get(name) or "").strip() or None for name in FILTER_NAMES}
+    level = values.pop("level")
+    return InboxFilters(
+        entity_type=values["entity_type"],
+        reason_code=values["reason_code"],
+        group=values["group"],
+        level=int(level) if level and level.isdigit() and len(level) < 6 else None,
+    )
+
+
+def _view(request: Request, principal: Principal) -> View:
+    raw = request.query_params.get("view")
+    allowed = inbox_service.views_for(principal)
+    try:
+        view = View(raw) if raw else View.AVAILABLE
+    except ValueError:
+        view = View.AVAILABLE
+    return view if view in allowed else View.AVAILABLE
+
+
+def _query(view: View, filters: InboxFilters) -> str:
+    pairs: dict[str, str] = {"view": view.value}
+    for name in FILTER_NAMES:
+        value = getattr(filters, name)
+        if value is not None:
+            pairs[name] = str(value)
+    return urlencode(pairs)
+
+
+def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
+    held = task.status is TaskStatus.CLAIMED and not task.lease_lapsed(now)
+    return {
+        "task": task,
+        "status": task.effective_status(now).value,
+        "verdict": views.verdict(task),
+        "age": views.duration_text((now - task.created_at).total_seconds()),
+        "deadline": views.deadline(task, now),
+        "holder": task.claimed_by if held else None,
+        "lease_seconds": (
+            (task.lease_expires_at - now).total_seconds()
+            if held and task.lease_expires_at and task.claimed_by == principal.principal_id
+            else None
+        ),
+    }
+
+
+async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any]:
+    context = service_context(request)
+    view, filters = _view(request, principal), _filters(request)
+    tasks = await inbox_service.list_view(context, principal, view, filters)
+    now = context.now()
+    return {
+        "principal": principal,
+        "view": view,
+        "views": [(v, LABELS[v]) for v in inbox_service.views_for(principal)],
+        "filters": filters,
+        "query": _query(view, filters),
+        "filter_query": lambda v: _query(v, filters),
+        "rows": [_row(task, principal, now) for task in tasks],
+        "now": rfc3339(now),
+        "supervisor": principal.role in OVERSEERS,
+        "csrf": csrf_token(request),
+        "message": request.query_params.get("message"),
+        "warn_seconds": WARN_SECONDS,
+    }
+
+
+@router.get("")
+async def inbox(request: Request, principal: SignedIn) -> Response:
+    values = await _inbox_values(request, principal)
+    values["facets"] = await inbox_service.facets(service_context(request), principal)
+    return render(request, "inbox.html", **values)
+
+
+@router.get("/inbox/rows")
+async def inbox_rows(request: Request, principal: SignedIn) -> Response:
+    """The rows of a view alone (filters applied without a reload; the "N new" check)."""
+    return render(request, "_rows.html", **await _inbox_values(request, principal))
+
+
+@router.post("/start")
+async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
+    """Claim the next task the reviewer may take (filters of the current view apply)."""
+    form = await read_form(request)
+    filters = InboxFilters(
+        entity_type=str(form.get("entity_type") or "") or None,
+        reason_code=str(form.get("reason_code") or "") or None,
+    )
+    tokens = TokenChanges.of(request)
+    try:
+        grant = await task_service.claim_next(
+            service_context(request),
+            principal,
+            entity_type=filters.entity_type,
+            reason_code=filters.reason_code,
+        )
+    except SignoffError as error:
+        return go(request, "/console?" + urlencode({"message": error.message}))
+    if grant is None:
+        return go(
+            request, "/console?" + urlencode({"view": "available", "message": "Nothing to review."})
+        )
+    tokens.keep(grant.task.id, grant.lease_token)
+    return go(request, f"/console/tasks/{grant.task.id}?view=mine", tokens)
+
+
+@router.post("/bulk")
+async def bulk(request: Request, principal: CsrfChecked) -> Response:
+    """Supervisors: claim, release or reassign several tasks at once (never approve:
+    each approval names one revision)."""
+    form = await read_form(request)
+    action = str(form.get("action") or "")
+    ids = [str(value) for value in form.getlist("task")]
+    group = str(form.get("group") or "")
+    back = str(form.get("back") or "view=all")
+    context = service_context(request)
+    tokens = TokenChanges.of(request)
+    done, failed = 0, []
+    for task_id in ids:
+        try:
+            if action == "claim":
+                grant = await task_service.claim(context, principal, task_id)
+                tokens.keep(grant.task.id, grant.lease_token)
+            elif action == "release":
+                token = tokens.tokens.get(task_id)
+                if token is not None and principal.role not in OVERSEERS:
+                    await task_service.release(context, principal, task_id, token)
+                else:
+                    await supervision.force_release(context, principal, task_id)
+                tokens.drop(task_id)
+            elif action == "reassign":
+                await supervision.reassign(context, principal, task_id, group)
+                tokens.drop(task_id)
+            else:
+                failed.append("unknown action")
+                break
+            done += 1
+        except SignoffError as error:
+            failed.append(error.message)
+    message = f"{action}: {done} of {len(ids)} done." + (
+        " Not done: " + "; ".join(failed[:5]) if failed else ""
+    )
+    return go(request, f"/console?{back}&" + urlencode({"message": message}), tokens)
+
+
+async def next_in_view(
+    context: ServiceContext, principal: Principal, nav: str, decided: uuid.UUID
+) -> str | None:
+    """The next task of the view the reviewer came from (``nav``: that view's query),
+    other than the one just decided."""
+    params = {k: v[0] for k, v in parse_qs(nav).items()}
+    try:
+        view = View(params.get("view") or View.AVAILABLE.value)
+    except ValueError:
+        view = View.AVAILABLE
+    if view not in inbox_service.views_for(principal):
+        view = View.AVAILABLE
+    level = params.get("level") or ""
+    filters = InboxFilters(
+        entity_type=params.get("entity_type") or None,
+        reason_code=params.get("reason_code") or None,
+        group=params.get("group") or None,
+        level=int(level) if level.isdigit() and len(level) < 6 else None,
+    )
+    tasks = await inbox_service.list_view(context, principal, view, filters, limit=5)
+    for task in tasks:
+        if task.id != decided:
+            return f"/console/tasks/{task.id}?{nav}" if nav else f"/console/tasks/{task.id}"
+    return None

@@ -1,0 +1,131 @@
+"""What every console page module shares: its router, the form reader, the lease-token
+cookie, navigation and the notices a page shows.
+
+Lease tokens stay on the server side of the browser: an HttpOnly cookie scoped to the
+console keeps the reviewer's tokens, so a reload or a second tab keeps the lease.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+
+from fastapi import APIRouter, Request
+from starlette.responses import RedirectResponse, Response
+
+from signoff.services.context import ServiceContext
+
+LEASE_COOKIE = "signoff_leases"
+MAX_HELD_TOKENS = 40
+#: The lease countdown warns this many seconds before the lease lapses.
+WARN_SECONDS = 120
+
+
+def page_router() -> APIRouter:
+    """A page module's router: its paths live under ``/console``, outside the OpenAPI
+    document."""
+    return APIRouter(prefix="/console", include_in_schema=False)
+
+
+class Form:
+    """A URL-encoded form body (the console's forms send nothing else)."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        self.fields = fields
+
+    def get(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[0] if values else None
+
+    def getlist(self, name: str) -> list[str]:
+        return self.fields.get(name, [])
+
+
+async def read_form(request: Request) -> Form:
+    data = await request.form()  # parsed once per request (the CSRF check read it first)
+    fields: dict[str, list[str]] = {}
+    for name, value in data.multi_items():
+        if isinstance(value, str):
+            fields.setdefault(name, []).append(value)
+    return Form(fields)
+
+
+def service_context(request: Request) -> ServiceContext:
+    context: ServiceContext = request.app.state.context
+    return context
+
+
+def is_htmx(request: Request) -> bool:
+    return bool(request.headers.get("hx-request"))
+
+
+# Lease tokens ---------------------------------------------------------------------------
+
+
+def _held_tokens(request: Request) -> dict[str, str]:
+    raw = request.cookies.get(LEASE_COOKIE)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
+
+def _store_tokens(response: Response, tokens: dict[str, str]) -> None:
+    kept = dict(list(tokens.items())[-MAX_HELD_TOKENS:])
+    value = base64.urlsafe_b64encode(json.dumps(kept).encode()).decode().rstrip("=")
+    response.set_cookie(
+        LEASE_COOKIE, value, path="/console", httponly=True, samesite="strict", max_age=86400
+    )
+
+
+@dataclass
+class TokenChanges:
+    """Lease tokens gained and given up during one request, written to the cookie."""
+
+    tokens: dict[str, str]
+    changed: bool = False
+
+    @classmethod
+    def of(cls, request: Request) -> TokenChanges:
+        """The tokens the request's cookie holds."""
+        return cls(_held_tokens(request))
+
+    def keep(self, task_id: uuid.UUID | str, token: str) -> None:
+        self.tokens.pop(str(task_id), None)
+        self.tokens[str(task_id)] = token
+        self.changed = True
+
+    def drop(self, task_id: uuid.UUID | str) -> None:
+        if self.tokens.pop(str(task_id), None) is not None:
+            self.changed = True
+
+    def apply(self, response: Response) -> Response:
+        if self.changed:
+            _store_tokens(response, self.tokens)
+        return response
+
+
+def go(request: Request, url: str, tokens: TokenChanges | None = None) -> Response:
+    """Navigate: htmx follows ``HX-Redirect``; a plain form follows the 303."""
+    response: Response
+    if is_htmx(request):
+        response = Response(status_code=204, headers={"HX-Redirect": url})
+    else:
+        response = RedirectResponse(url, status_code=303)
+    return tokens.apply(response) if tokens else response
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something that happened since the page was shown: who, when, what."""
+
+    text: str
+    tone: str  # ok, warn or error: the notice's colour
