@@ -503,12 +503,12 @@ def _csrf(html: str) -> str:
 def _notices(response: httpx.Response) -> list[str]:
     return [
         re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", "<time>", text)
-        for text in re.findall(r'<p class="notice [a-z]+">([^<]*)</p>', response.text)
+        for text in re.findall(r'<p class="notice [a-z]+"[^>]*>([^<]*)</p>', response.text)
     ]
 
 
 def _console_code(html: str) -> str | None:
-    codes = re.findall(r'<p class="notice error">[^<]*\((ERR_[A-Z_]+)\)</p>', html)
+    codes = re.findall(r'<p class="notice error" data-error-code="(ERR_[A-Z_]+)">', html)
     return codes[0] if codes else None
 
 

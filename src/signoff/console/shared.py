@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from signoff.errors import SignoffError
 from signoff.services.context import ServiceContext
 
 LEASE_COOKIE = "signoff_leases"
@@ -129,3 +130,14 @@ class Notice:
 
     text: str
     tone: str  # ok, warn or error: the notice's colour
+    refusal: SignoffError | None = None
+    """The service's refusal this notice explains: the page is answered with its HTTP
+    status and carries its ``error_code`` for programs (never in the visible text)."""
+
+    @property
+    def code(self) -> str | None:
+        return self.refusal.error_code.value if self.refusal else None
+
+    @property
+    def status(self) -> int | None:
+        return self.refusal.error_code.status if self.refusal else None

@@ -214,7 +214,9 @@ async def _task_response(
     except NotFound as error:
         return render(request, "error.html", status_code=404, message=error.message)
     template = "_task_body.html" if is_htmx(request) else "task.html"
-    return tokens.apply(render(request, template, **values))
+    # A refusal answers with its own status, whichever door it came through.
+    status = next((n.status for n in notices or () if n.status), 200)
+    return tokens.apply(render(request, template, status_code=status, **values))
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -290,7 +292,7 @@ async def _refusal_notice(
     try:
         task = await common.get_task(context, principal, task_id)
     except SignoffError:
-        return Notice(error.message, "error")
+        return Notice(error.message, "error", error)
     now = context.now()
     held = task.status is TaskStatus.CLAIMED and not task.lease_lapsed(now)
     if held and task.claimed_by != principal.principal_id:
@@ -298,11 +300,11 @@ async def _refusal_notice(
         claims = [e for e in trail if e["action"] == "claim"]
         since = f" since {claims[-1]['created_at']}" if claims else ""
         return Notice(
-            f"{task.claimed_by} holds this task{since}; you cannot act on it now. "
-            f"({error.error_code})",
+            f"{task.claimed_by} holds this task{since}; you cannot act on it now.",
             "error",
+            error,
         )
-    return Notice(f"{error.message} ({error.error_code})", "error")
+    return Notice(error.message, "error", error)
 
 
 @router.post("/tasks/{task_id}/{action}")
@@ -325,22 +327,23 @@ async def _decide(
     raw_payload = str(form.get("resolution_payload") or "").strip()
     problem: str | None = None
     payload: Any = None
+    refusal: SignoffError | None = None
     try:
         decision = parse_decision(form.get("decision"))
     except SignoffError as error:
-        decision, problem = Decision.REJECTED, error.message
+        decision, problem, refusal = Decision.REJECTED, error.message, error
     if problem is None and raw_payload:
         try:
             payload = parse_json_strict(raw_payload.encode())
         except SignoffError as error:
             problem = f"The resolution payload is not valid JSON: {error.message}"
+            refusal = error
     revision_raw = str(form.get("revision") or "")
     revision = int(revision_raw) if revision_raw.isdigit() else None
     digest = str(form.get("digest") or "") or None
     if problem is not None:
-        return await _task_response(
-            request, principal, task_id, tokens=tokens, notices=[Notice(problem, "error")]
-        )
+        notice = Notice(problem, "error", refusal)
+        return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
     try:
         task = await task_service.resolve(
             context,
@@ -355,7 +358,7 @@ async def _decide(
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is
-            notices = [Notice(error.message, "error")]
+            notices = [Notice(error.message, "error", error)]
             return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
         notice = await _refusal_notice(context, principal, task_id, error)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])

@@ -210,6 +210,13 @@
   document.addEventListener("htmx:afterRequest", function () { inFlight = Math.max(0, inFlight - 1); });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
+    // A refusal answers with its status (403, 409, 422) and the task as it is now, with
+    // the reason as a notice: show it like any other answer.
+    var status = event.detail.xhr && event.detail.xhr.status;
+    if (status >= 400 && status < 500 && event.detail.target && event.detail.target.id === "task-body") {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
     // Never let an older picture of the task replace a newer one (a refresh that was
     // under way while the reviewer's own action answered).
     var current = $("#task-body");
