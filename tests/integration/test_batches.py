@@ -21,7 +21,7 @@ from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
 from signoff.store import waiting as waiting_store
 from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import notifications, review_tasks
 from tests.support import LiveServer, escalation, live_server
 

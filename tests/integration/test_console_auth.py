@@ -153,7 +153,7 @@ def test_a_console_users_approval_passes_the_execution_gate_until_disabled(
     from signoff.services import tasks as task_service
     from signoff.services import users as user_service
     from signoff.services.context import ServiceContext
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
     from tests.integration.test_approvals import execute, new_subject_task, refusal
 
     _create_user(server, "editor-ann", password=PASSWORD)

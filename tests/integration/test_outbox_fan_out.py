@@ -13,7 +13,7 @@ from typing import Any
 
 from signoff.settings import Settings
 from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from tests.support import LiveServer, escalation, example_resolve_for, live_server
 
 SUBJECT = {"title": "Q3 refund policy", "body": "Refunds within 30 days."}

@@ -14,7 +14,7 @@ from signoff.domain.clock import ManualClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.workers.dispatcher import Dispatcher
 from tests.receiver import Receiver
 from tests.support import ADMIN_KEY, LiveServer, escalation, live_server

@@ -15,13 +15,13 @@ from signoff.crypto import SecretUnavailable
 from signoff.domain.webhooks import (
     FAILING_ENDPOINT_DISABLE_AFTER,
     AttemptOutcome,
+    ClaimedDelivery,
     DeliveryStatus,
     Verdict,
 )
 from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
 from signoff.store import webhooks as store
-from signoff.store.webhooks import ClaimedDelivery
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -64,7 +64,7 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
     made, backlog = 0, False
     if work.unfanned:
         batch = ctx.settings.dispatcher_batch_size * 4
-        # run_write: on SQLite, one trip to its thread (store/litethread.py), so the
+        # run_write: on SQLite, one trip to its thread (store/runtime/litethread.py), so the
         # writer turn is not held while the busy event loop gets round to each answer.
         events, made = await ctx.database.run_write(
             lambda conn: store.fan_out(conn, now=now, limit=batch)

@@ -26,6 +26,7 @@ import structlog
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
+from signoff.domain.users import User
 from signoff.errors import (
     Conflict,
     ErrorCode,
@@ -38,7 +39,6 @@ from signoff.errors import (
 )
 from signoff.services.context import ServiceContext
 from signoff.store import users as store
-from signoff.store.users import User
 
 log = structlog.get_logger("signoff.users")
 

@@ -39,10 +39,15 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnClause
 
 from signoff.domain.clock import rfc3339
-from signoff.domain.webhooks import DeliveryStatus, EndpointFilter, endpoint_wants
+from signoff.domain.webhooks import (
+    ClaimedDelivery,
+    DeliveryStatus,
+    EndpointFilter,
+    endpoint_wants,
+)
 from signoff.store import lite
 from signoff.store.batch import picked
-from signoff.store.database import Database
+from signoff.store.runtime.database import Database
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
@@ -290,19 +295,6 @@ async def _in_task_order(conn: AsyncConnection, events: Sequence[Any]) -> Sequen
         for event in events
         if event.task_version < first_left_behind.get(event.task_id, event.task_version + 1)
     ]
-
-
-@dataclass(frozen=True)
-class ClaimedDelivery:
-    id: uuid.UUID
-    attempt: int
-    endpoint_id: uuid.UUID
-    url: str
-    secrets_newest_first: tuple[str, ...]
-    event_id: uuid.UUID
-    payload: dict[str, Any]
-    traceparent: str | None = None
-    """The W3C ``traceparent`` the task was escalated with, sent as a header."""
 
 
 def claim_statement(*, owner: str, now: datetime, leased_until: datetime, limit: int) -> Any:

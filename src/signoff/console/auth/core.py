@@ -13,10 +13,10 @@ from starlette.responses import Response
 
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
+from signoff.domain.users import User
 from signoff.errors import ErrorCode
 from signoff.services import users as user_service
 from signoff.services.context import ServiceContext
-from signoff.store.users import User
 
 SESSION_COOKIE = "signoff_session"
 ANON_CSRF_COOKIE = "signoff_csrf"
