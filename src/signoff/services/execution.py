@@ -18,11 +18,7 @@ from signoff.domain.tasks import (
     new_lease_token,
     require_role,
 )
-from signoff.errors import (
-    Conflict,
-    ErrorCode,
-    NotFound,
-)
+from signoff.errors import Conflict, ErrorCode, NotFound
 from signoff.services.common import parse_task_id, producer_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
