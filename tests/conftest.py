@@ -21,8 +21,8 @@ from sqlalchemy import text
 
 from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 from signoff.store.tables import metadata
 from tests.pgcluster import Cluster, own_cluster
 from tests.support import ADMIN_KEY, LiveServer, live_server

@@ -30,7 +30,7 @@ from signoff.domain.clock import ManualClock
 from signoff.domain.digests import canonical_json
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import outbox_events, review_tasks, task_events
 from signoff.workers.notifier import Notifier
 from tests.mailbox import Mailbox

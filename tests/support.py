@@ -25,7 +25,7 @@ from signoff.bootstrap import prepare_database
 from signoff.domain.clock import ManualClock
 from signoff.domain.digests import canonical_json
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import metadata
 
 CONTRACT = Path(__file__).resolve().parents[1] / "src" / "signoff" / "domain" / "contract"

@@ -9,8 +9,8 @@ from signoff.services.context import ServiceContext
 from signoff.services.keys import ensure_admin_key
 from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 
 
 async def prepare_database(settings: Settings, *, clock: Clock | None = None) -> str | None:

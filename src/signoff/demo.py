@@ -14,7 +14,7 @@ from signoff.domain.clock import SystemClock
 from signoff.services import demo
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.webhooks import WebhookVerificationError, verify
 
 RECEIVED_KEPT = 50

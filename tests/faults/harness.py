@@ -31,7 +31,7 @@ from sqlalchemy import select
 
 from signoff.domain.states import TRANSITIONS
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import metadata
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.processes import wait_for

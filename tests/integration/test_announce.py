@@ -1,4 +1,4 @@
-"""Cross-process change notifications (store/announce.py) and the SQLite writer's turn.
+"""Cross-process change notifications (store/runtime/announce.py) and the SQLite writer's turn.
 
 Commits notify nobody inside their transaction; each process announces the tasks it
 committed, in batches. These tests check that another process's listener hears every
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from signoff.settings import Settings
-from signoff.store import announce
-from signoff.store.announce import IDS_PER_NOTIFICATION, notify_sql, parse_payload
-from signoff.store.availability import database_unavailable
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime import announce
+from signoff.store.runtime.announce import IDS_PER_NOTIFICATION, notify_sql, parse_payload
+from signoff.store.runtime.availability import database_unavailable
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 
 
 def test_a_batch_is_split_below_the_payload_limit() -> None:

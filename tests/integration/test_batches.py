@@ -19,9 +19,9 @@ from sqlalchemy import insert, update
 from signoff.domain.states import Action, transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
+from signoff.store import deliveries
 from signoff.store import waiting as waiting_store
-from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import notifications, review_tasks
 from tests.support import LiveServer, escalation, live_server
 
@@ -92,12 +92,12 @@ def test_deliveries_are_leased_in_batches_of_the_size_asked(quiet: LiveServer) -
 
     async def fan_out(context: ServiceContext) -> None:
         async with context.database.transaction() as uow:
-            assert await webhook_store.fan_out_outbox(uow.connection, now=now, limit=100) == TASKS
+            assert await deliveries.fan_out_outbox(uow.connection, now=now, limit=100) == TASKS
             await uow.commit()
 
     _in_context(quiet, fan_out)
     claim = _batches(
-        lambda conn: webhook_store.claim_due_deliveries(
+        lambda conn: deliveries.claim_due_deliveries(
             conn, owner="test", now=now, leased_until=now + timedelta(seconds=60), limit=BATCH
         ),
         lambda delivery: delivery.id,

@@ -150,10 +150,10 @@ def test_a_console_users_approval_passes_the_execution_gate_until_disabled(
     import asyncio
 
     from signoff.domain.states import Decision
+    from signoff.services import sessions
     from signoff.services import tasks as task_service
-    from signoff.services import users as user_service
     from signoff.services.context import ServiceContext
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
     from tests.integration.test_approvals import execute, new_subject_task, refusal
 
     _create_user(server, "editor-ann", password=PASSWORD)
@@ -167,7 +167,7 @@ def test_a_console_users_approval_passes_the_execution_gate_until_disabled(
                 ctx = ServiceContext(
                     database=database, settings=server.settings, clock=server.clock
                 )
-                session = await user_service.sign_in(ctx, "editor-ann", PASSWORD, address=None)
+                session = await sessions.sign_in(ctx, "editor-ann", PASSWORD, address=None)
                 principal = session.user.principal
                 grant = await task_service.claim(ctx, principal, task_id)
                 task = await task_service.resolve(

@@ -323,7 +323,7 @@ def test_a_replay_leaves_the_key_row_untouched(server, producer) -> None:
     replay's transaction writes nothing to the WAL. (SQLite has no row locks.)"""
     from sqlalchemy import text
 
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
     from tests.support import run
 
     body = escalation()

@@ -1,4 +1,4 @@
-"""The group function of escalations (signoff.store.grouped) is created by a migration and
+"""The group function of escalations (signoff.store.runtime.grouped) is created by a migration and
 is what the escalation statement makes now; a process that cannot call it says so (the
 ``group_commit.unavailable`` log line, the ``signoff_group_commit_enabled`` gauge at 0),
 at start-up or when a group first finds it gone, and writes each escalation alone."""
@@ -19,9 +19,9 @@ from structlog.testing import capture_logs
 from signoff.api.app import create_app
 from signoff.metrics import REGISTRY
 from signoff.settings import Settings
-from signoff.store import grouped
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import downgrade, upgrade
+from signoff.store.runtime import grouped
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import downgrade, upgrade
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.integration.test_grouped import (
     MIGRATION,
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.postgres
 FUNCTION = f"{grouped.FUNCTION}{grouped.SIGNATURE}"
 
 DRIFT = (
-    "The group function the migrations create is not what signoff.store.grouped makes of"
+    "The group function the migrations create is not what signoff.store.runtime.grouped makes of"
     " oneshot.ESCALATE now: add a migration that creates grouped.definition() under a"
     " name of its own, and point grouped.FUNCTION at it."
 )

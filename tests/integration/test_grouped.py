@@ -1,4 +1,4 @@
-"""Group commit of escalations on PostgreSQL (signoff.store.grouped): escalations that wait
+"""Group commit of escalations on PostgreSQL (signoff.store.runtime.grouped): escalations that wait
 together are written by one call of the group function, each in its own subtransaction.
 These tests form groups on purpose (escalations started in the same turn of the event
 loop join one group) and check that a group stores exactly what lone statements store,
@@ -27,9 +27,10 @@ from signoff.errors import Conflict, Unprocessable
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store import grouped, oneshot
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import alembic_config
+from signoff.store import oneshot
+from signoff.store.runtime import grouped
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import alembic_config
 from tests.conftest import reset_postgres
 from tests.integration.test_lite import TABLES  # the tables an escalation writes
 from tests.support import escalation

@@ -16,7 +16,7 @@ import pytest
 
 from signoff.domain.clock import ManualClock
 from signoff.settings import Settings
-from signoff.store.listen import Listener
+from signoff.store.runtime.listen import Listener
 from signoff.workers.dispatcher import NOTIFY_CHANNEL
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.pgcluster import Cluster

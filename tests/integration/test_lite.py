@@ -19,8 +19,8 @@ from signoff.errors import Conflict
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 from tests.support import escalation
 
 PRODUCER = Principal(key_id=uuid.uuid4(), principal_id="bot-lite", role=Role.PRODUCER)

@@ -1,4 +1,4 @@
-"""The SQLite thread (signoff.store.litethread): scripts that wait together run in one
+"""The SQLite thread (signoff.store.runtime.litethread): scripts that wait together run in one
 trip to the thread, each in its own transaction; a failing script undoes only itself; a
 script whose caller gave up before its group started never runs; the writer turn is held
 for the whole group."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.store.litethread import MAX_GROUP, LiteThread
+from signoff.store.runtime.litethread import MAX_GROUP, LiteThread
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -10,8 +10,8 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 from signoff.store.tables import metadata
 
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from signoff.settings import Settings
-from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store import deliveries
+from signoff.store.runtime.database import Database, create_engine
 from tests.support import LiveServer, escalation, example_resolve_for, live_server
 
 SUBJECT = {"title": "Q3 refund policy", "body": "Refunds within 30 days."}
@@ -50,7 +50,7 @@ async def _fan_out(settings: Settings, now: datetime) -> tuple[int, int]:
     database = Database(create_engine(settings))
     try:
         async with database.transaction() as uow:
-            made = await webhook_store.fan_out(uow.connection, now=now, limit=1000)
+            made = await deliveries.fan_out(uow.connection, now=now, limit=1000)
             await uow.commit()
         return made
     finally:
@@ -103,9 +103,9 @@ def test_a_dispatcher_asks_one_question_per_round_and_gets_the_same_answer(
         database = Database(create_engine(settings))
         try:
             now = clock.now()
-            fast = await webhook_store.has_work_now(database, now=now)
+            fast = await deliveries.has_work_now(database, now=now)
             async with database.transaction(write=False) as uow:
-                general = await webhook_store.has_work(uow.connection, now=now)
+                general = await deliveries.has_work(uow.connection, now=now)
             return fast, general
         finally:
             await database.dispose()

@@ -20,8 +20,8 @@ from signoff.domain.clock import ManualClock
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store import grouped
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime import grouped
+from signoff.store.runtime.database import Database, create_engine
 from tests.conftest import reset_postgres
 from tests.integration.test_grouped import PRODUCER as GROUP_PRODUCER
 from tests.integration.test_grouped import Recorder
@@ -111,7 +111,7 @@ def test_escalate_claim_resolve_through_pgbouncer(
 
 
 def test_a_group_of_escalations_through_pgbouncer(pgbouncer: str, postgres_database: str) -> None:
-    """Group commit (signoff.store.grouped) through the pooler: the function is looked
+    """Group commit (signoff.store.runtime.grouped) through the pooler: the function is looked
     for and called inside transactions, without prepared statements."""
     reset_postgres(postgres_database)
     settings = Settings(database_url=pgbouncer, pgbouncer=True, encryption_keys=None)

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from sqlalchemy.dialects import postgresql
 
-from signoff.store.webhooks import claim_statement
+from signoff.store.deliveries import claim_statement
 from tests.integration.test_batches import _in_context, quiet  # noqa: F401 (a fixture)
 from tests.integration.test_webhooks import register
 from tests.receiver import Receiver
@@ -43,10 +43,10 @@ def test_the_generic_claim_plan_probes_each_candidate_once(quiet: LiveServer) ->
             assert producer.escalate(escalation()).status_code == 201
 
     async def fan_out(ctx: Any) -> None:
-        from signoff.store import webhooks as store
+        from signoff.store import deliveries
 
         async with ctx.database.transaction() as uow:
-            await store.fan_out(uow.connection, now=quiet.clock.now(), limit=10 * BACKLOG)
+            await deliveries.fan_out(uow.connection, now=quiet.clock.now(), limit=10 * BACKLOG)
             await uow.commit()
 
     _in_context(quiet, fan_out)

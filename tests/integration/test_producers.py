@@ -276,7 +276,7 @@ def test_postgresql_wakes_a_waiter_for_a_change_made_by_another_process(
     from signoff.services import tasks as task_service
     from signoff.services.context import ServiceContext
     from signoff.settings import Settings
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
     from tests.conftest import reset_postgres
     from tests.support import ADMIN_KEY
 

@@ -12,12 +12,11 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
-from signoff.domain.webhooks import AttemptOutcome, DeliveryStatus, Verdict
+from signoff.domain.webhooks import AttemptOutcome, ClaimedDelivery, DeliveryStatus, Verdict
 from signoff.services import delivery as delivery_service
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
 from signoff.store.tables import webhook_deliveries
-from signoff.store.webhooks import ClaimedDelivery
 from signoff.workers import recorder as recorder_module
 from signoff.workers.recorder import Recorder
 from tests.integration.test_batches import _in_context

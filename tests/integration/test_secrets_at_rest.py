@@ -20,7 +20,7 @@ from sqlalchemy import text
 from signoff.bootstrap import prepare_database
 from signoff.crypto import PREFIX, Keyring, load_keyring
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.webhooks import verify
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.integration.test_waiting import (  # noqa: F401 (fixtures)
@@ -253,7 +253,7 @@ def empty_database_url(engine: str, tmp_path: Path) -> Iterator[str]:
 def test_the_migration_encrypts_clear_secrets_and_takes_links_out_of_bodies(
     empty_database_url: str,
 ) -> None:
-    from signoff.store.migrate import upgrade
+    from signoff.store.runtime.migrate import upgrade
 
     keyring = Keyring([TEST_ENCRYPTION_KEY])
     link = "http://signoff.example/r/AbCdEfGhIjKlMnOpQrStUvWxYz012345"

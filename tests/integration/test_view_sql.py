@@ -15,7 +15,7 @@ from signoff.domain.tasks import task_view
 from signoff.settings import Settings
 from signoff.store import oneshot
 from signoff.store import tasks as task_store
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from tests.support import LiveServer, escalation
 
 SUMMARY = {

@@ -18,7 +18,7 @@ from signoff.domain.clock import ManualClock
 from signoff.domain.tasks import Task
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.workers.dispatcher import Dispatcher
 from signoff.workers.notifier import Notifier
 from signoff.workers.sweeper import Sweeper

@@ -13,8 +13,8 @@ import pytest
 from signoff.domain.clock import ManualClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store import webhooks as webhook_store
-from signoff.store.database import Database, create_engine
+from signoff.store import deliveries
+from signoff.store.runtime.database import Database, create_engine
 from signoff.workers.dispatcher import Dispatcher
 from tests.receiver import Receiver
 from tests.support import ADMIN_KEY, LiveServer, escalation, live_server
@@ -71,9 +71,7 @@ def test_a_dispatcher_does_not_overtake_another_ones_uncommitted_fan_out(
             context = ServiceContext(database=database, settings=settings, clock=clock)
             try:
                 async with database.transaction() as a:  # dispatcher A, mid fan-out
-                    taken = await webhook_store.fan_out_outbox(
-                        a.connection, now=clock.now(), limit=1
-                    )
+                    taken = await deliveries.fan_out_outbox(a.connection, now=clock.now(), limit=1)
                     assert taken == 1
                     sent_by_b = await Dispatcher(context).run_once()
                     await a.commit()
@@ -112,7 +110,7 @@ def test_a_round_fans_out_a_tasks_consecutive_events_together(
                 for _ in range(2):
                     async with database.transaction() as uow:
                         taken.append(
-                            await webhook_store.fan_out_outbox(
+                            await deliveries.fan_out_outbox(
                                 uow.connection, now=clock.now(), limit=10
                             )
                         )

@@ -17,7 +17,7 @@ from standardwebhooks.webhooks import Webhook
 from signoff.domain.clock import ManualClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.webhooks import WebhookVerificationError, verify
 from signoff.workers.dispatcher import Dispatcher
 from tests.receiver import Answer, Receiver

@@ -20,8 +20,8 @@ from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store import tasks as task_store
-from signoff.store.database import Database, create_engine
-from signoff.store.migrate import upgrade
+from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import upgrade
 from signoff.store.writes import (
     Escalation,
     Lease,

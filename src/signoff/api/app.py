@@ -24,7 +24,7 @@ from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.database import Database, create_engine
+from signoff.store.runtime.database import Database, create_engine
 from signoff.workers.runner import run_workers
 
 DESCRIPTION = """\

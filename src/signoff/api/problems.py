@@ -35,7 +35,7 @@ from signoff.errors import (
     Unauthenticated,
     validation_error,
 )
-from signoff.store.availability import database_unavailable
+from signoff.store.runtime.availability import database_unavailable
 
 log = structlog.get_logger("signoff.api")
 

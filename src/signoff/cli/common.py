@@ -123,7 +123,7 @@ async def as_cli_admin(
     (whoever may run the CLI may administer the database)."""
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
 
     await prepare_database(settings)
     database = Database(create_engine(settings))

@@ -157,7 +157,7 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
-    from signoff.store.database import Database, create_engine
+    from signoff.store.runtime.database import Database, create_engine
     from signoff.workers.runner import run_workers
 
     settings = settings_from(database_url)

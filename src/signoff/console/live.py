@@ -1,7 +1,7 @@
 """Live updates for open console pages, fed by the dispatcher's change signal.
 
 A commit that changed a task wakes this process's listeners; on PostgreSQL the shared
-``LISTEN signoff_outbox`` of :mod:`signoff.store.changes` (the one the dispatcher wakes
+``LISTEN signoff_outbox`` of :mod:`signoff.store.runtime.changes` (the one the dispatcher wakes
 on) brings changes made by other replicas. One :class:`ChangeHub` per application listens
 while a page is open and wakes every Server-Sent Events stream, which tells the page to
 look again; the page then asks the server what changed. SQLite with several processes has

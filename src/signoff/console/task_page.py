@@ -34,8 +34,8 @@ from signoff.domain.json_input import parse_json_strict
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
 from signoff.domain.tasks import Principal, task_view
 from signoff.errors import NotFound, SignoffError
-from signoff.services import approvals as approval_service
 from signoff.services import common, supervision
+from signoff.services import revisions as approval_service
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 

@@ -1,13 +1,14 @@
 """Webhook delivery rules: which endpoint gets which event, how a response is judged, and
 when the next attempt happens. Pure functions.
 
-Callbacks are signed, and may arrive late or twice and must then be harmless — hence
-at-least-once delivery with a stable event id (``webhook-id``) that receivers deduplicate on.
+Callbacks are signed, and may arrive late or twice and must be harmless: delivery is
+at least once, with a stable event id (``webhook-id``) that receivers deduplicate on.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -159,3 +160,18 @@ def error_category(status_code: int | None, error: str | None) -> str | None:
     if "error" in text:
         return "connection"
     return "other"
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery leased for one attempt, with what sending it needs."""
+
+    id: uuid.UUID
+    attempt: int
+    endpoint_id: uuid.UUID
+    url: str
+    secrets_newest_first: tuple[str, ...]
+    event_id: uuid.UUID
+    payload: dict[str, Any]
+    traceparent: str | None = None
+    """The W3C ``traceparent`` the task was escalated with, sent as a header."""

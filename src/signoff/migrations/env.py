@@ -1,6 +1,6 @@
 """Alembic environment. Used two ways:
 
-* from :func:`signoff.store.migrate.upgrade` (``signoff migrate``, ``signoff serve``), which
+* from :func:`signoff.store.runtime.migrate.upgrade` (``signoff migrate``, ``signoff serve``), which
   passes an open connection in ``config.attributes["connection"]``;
 * from the ``alembic`` command line in a checkout, which reads ``SIGNOFF_DATABASE_URL``.
 """
@@ -13,7 +13,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from signoff.settings import Settings
-from signoff.store.database import create_engine
+from signoff.store.runtime.database import create_engine
 from signoff.store.tables import metadata
 
 

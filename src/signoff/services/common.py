@@ -11,12 +11,12 @@ import structlog
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, can_read
-from signoff.errors import task_not_found
+from signoff.errors import Forbidden, task_not_found
 from signoff.metrics import TRANSITIONS, child
 from signoff.services.context import ServiceContext
 from signoff.store import tasks as task_store
 from signoff.store import trail
-from signoff.store.database import UnitOfWork
+from signoff.store.runtime.database import UnitOfWork
 
 log = structlog.get_logger("signoff.tasks")
 
@@ -63,4 +63,17 @@ async def get_task(ctx: ServiceContext, principal: Principal, raw_task_id: str) 
         task = await task_store.find_task(uow.connection, task_id)
     if task is None or not can_read(principal, task):
         raise task_not_found(raw_task_id)
+    return task
+
+
+async def producer_task(ctx: ServiceContext, principal: Principal, raw_task_id: str) -> Task:
+    """The task, if the caller is the producer that escalated it.
+
+    Raises:
+        NotFound: as :func:`get_task`.
+        Forbidden: the caller may read it but did not escalate it.
+    """
+    task = await get_task(ctx, principal, raw_task_id)
+    if task.producer_id != principal.principal_id:
+        raise Forbidden("only the producer that escalated the task may do this")
     return task

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
 from signoff.settings import Settings
-from signoff.store.database import Database
+from signoff.store.runtime.database import Database
 
 if TYPE_CHECKING:
     from signoff.services.shield import StormShield

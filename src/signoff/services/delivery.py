@@ -15,13 +15,14 @@ from signoff.crypto import SecretUnavailable
 from signoff.domain.webhooks import (
     FAILING_ENDPOINT_DISABLE_AFTER,
     AttemptOutcome,
+    ClaimedDelivery,
     DeliveryStatus,
     Verdict,
 )
 from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
+from signoff.store import deliveries
 from signoff.store import webhooks as store
-from signoff.store.webhooks import ClaimedDelivery
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -58,23 +59,23 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
     ``owner`` for ``SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS``. A read first, so an idle
     dispatcher takes no write lock."""
     now = ctx.now()
-    work = await store.has_work_now(ctx.database, now=now)
+    work = await deliveries.has_work_now(ctx.database, now=now)
     if not work:
         return Round([])
     made, backlog = 0, False
     if work.unfanned:
         batch = ctx.settings.dispatcher_batch_size * 4
-        # run_write: on SQLite, one trip to its thread (store/litethread.py), so the
+        # run_write: on SQLite, one trip to its thread (store/runtime/litethread.py), so the
         # writer turn is not held while the busy event loop gets round to each answer.
         events, made = await ctx.database.run_write(
-            lambda conn: store.fan_out(conn, now=now, limit=batch)
+            lambda conn: deliveries.fan_out(conn, now=now, limit=batch)
         )
         backlog = events >= batch
     if not work.due and not made:
         return Round([], backlog)  # events no endpoint wants: nothing to send this round
     leased_until = now + timedelta(seconds=ctx.settings.webhook_attempt_lease_seconds)
     claimed = await ctx.database.run_write(
-        lambda conn: store.claim_due_deliveries(
+        lambda conn: deliveries.claim_due_deliveries(
             conn, owner=owner, now=now, leased_until=leased_until, limit=limit
         )
     )
@@ -107,7 +108,7 @@ async def _with_clear_secrets(
         ready.append(replace(delivery, secrets_newest_first=clear))
     if refused:
         async with ctx.database.transaction() as uow:
-            await store.postpone_deliveries(
+            await deliveries.postpone_deliveries(
                 uow.connection,
                 [delivery.id for delivery in refused],
                 owner=owner,
@@ -132,7 +133,7 @@ async def record_delivery_attempts(
         sqlalchemy.exc.IntegrityError: an endpoint was deleted while an attempt ran.
     """
     rows = [
-        store.AttemptRow(
+        deliveries.AttemptRow(
             delivery_id=delivery.id,
             attempt=delivery.attempt,
             attempted_at=record.attempted_at,
@@ -151,7 +152,7 @@ async def record_delivery_attempts(
         by_endpoint.setdefault(delivery.endpoint_id, []).append(record)
 
     async def write(conn: AsyncConnection) -> set[uuid.UUID]:
-        held = await store.record_attempts(conn, owner=owner, attempts=rows)
+        held = await deliveries.record_attempts(conn, owner=owner, attempts=rows)
         for endpoint_id in sorted(by_endpoint):  # a fixed lock order across dispatchers
             await _settle_endpoint(conn, endpoint_id, by_endpoint[endpoint_id])
         return held

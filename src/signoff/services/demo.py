@@ -19,7 +19,7 @@ from signoff.domain.digests import canonical_json
 from signoff.domain.states import Decision, Role, TaskStatus
 from signoff.domain.tasks import Principal
 from signoff.errors import SignoffError
-from signoff.services import approvals, keys, tasks, webhooks
+from signoff.services import keys, revisions, tasks, webhooks
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
 from signoff.store import keys as key_store
@@ -202,7 +202,7 @@ async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
         ),
     )
     if article.current_revision == 1:
-        article = await approvals.revise_subject(
+        article = await revisions.revise_subject(
             ctx,
             producer,
             str(article.id),

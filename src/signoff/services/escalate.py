@@ -29,8 +29,8 @@ from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
 from signoff.store import idempotency, oneshot, trail
 from signoff.store import tasks as task_store
-from signoff.store.database import UnitOfWork
 from signoff.store.idempotency import StoredIdempotencyKey
+from signoff.store.runtime.database import UnitOfWork
 from signoff.store.writes import Escalation, TaskRefused
 from signoff.store.writes.core import refusing_task
 

@@ -61,7 +61,7 @@ def _check_principal_id(principal_id: str) -> None:
 async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
     """The principal behind ``Authorization: Bearer <key>``.
 
-    Verified keys are cached in the process (:mod:`signoff.store.keycache`); a revocation
+    Verified keys are cached in the process (:mod:`signoff.store.runtime.keycache`); a revocation
     still takes effect on the next request, on every replica.
 
     Raises:

@@ -1,7 +1,7 @@
 """Long-poll: wait for a task to move past a version the caller has seen.
 
 A waiter holds no database connection while it waits: it registers with the process's
-change signal (:class:`signoff.store.changes.TaskChanges`) *before* its first read, so no
+change signal (:class:`signoff.store.runtime.changes.TaskChanges`) *before* its first read, so no
 change can slip between the read and the wait, and reads once more when woken or when
 its time is up. The caller compares ``version``.
 """

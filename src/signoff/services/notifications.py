@@ -19,7 +19,7 @@ from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
 from signoff.store import waiting as store
-from signoff.store.database import UnitOfWork
+from signoff.store.runtime.database import UnitOfWork
 
 
 def hash_resume_token(token: str) -> str:

@@ -19,7 +19,7 @@ from signoff.errors import (
 )
 from signoff.services.context import ServiceContext
 from signoff.store import waiting as store
-from signoff.store.database import UnitOfWork
+from signoff.store.runtime.database import UnitOfWork
 
 ADMIN = frozenset({Role.ADMIN})
 

@@ -28,7 +28,7 @@ from signoff.services.notifications import hash_resume_token
 from signoff.store import approvals as approval_store
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
-from signoff.store.database import UnitOfWork
+from signoff.store.runtime.database import UnitOfWork
 
 WITHDRAWN = "This link was withdrawn (the task moved to another group)."
 

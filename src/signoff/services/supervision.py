@@ -18,7 +18,7 @@ from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import supervision as store
 from signoff.store import tasks as task_store
-from signoff.store.database import UnitOfWork
+from signoff.store.runtime.database import UnitOfWork
 
 __all__ = ["cancel", "force_release", "reassign"]
 

@@ -1,14 +1,11 @@
-"""People who sign in to the console: local accounts, OpenID Connect accounts, sessions.
+"""People who sign in to the console: local accounts, OpenID Connect accounts, their
+passwords and set-password links (their sessions: :mod:`signoff.services.sessions`).
 
 A user ends in the same :class:`~signoff.domain.tasks.Principal` an API key does (the
 user's id plays the part of the key id), so every rule that holds for a key holds for a
 user: roles, groups, no self-approval, operator identity.
 
-Passwords are hashed with Argon2id (argon2-cffi). Sessions are server-side rows: the
-browser holds a random id (only its SHA-256 is stored), so signing out, disabling a user
-or an idle/absolute lifetime ending takes effect on the very next request. Failed
-sign-ins are counted per account and per address; past the limit sign-in is refused
-(429) until the window has passed, whatever the password.
+Passwords are hashed with Argon2id (argon2-cffi).
 """
 
 from __future__ import annotations
@@ -26,19 +23,16 @@ import structlog
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
+from signoff.domain.users import User
 from signoff.errors import (
     Conflict,
     ErrorCode,
     FieldError,
-    Forbidden,
     NotFound,
-    TooManyRequests,
-    Unauthenticated,
     validation_error,
 )
 from signoff.services.context import ServiceContext
 from signoff.store import users as store
-from signoff.store.users import User
 
 log = structlog.get_logger("signoff.users")
 
@@ -47,8 +41,6 @@ MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 1024
 MAX_PRINCIPAL_ID_LENGTH = 255
 PASSWORD_LINK_HOURS = 24
-SESSION_TOUCH_SECONDS = 60
-"""A session's last-seen time is written at most this often (idle lifetime granularity)."""
 
 _dummy_hash: str | None = None
 
@@ -61,7 +53,8 @@ def _hasher() -> Any:
     return PasswordHasher()
 
 
-def _hash_token(token: str) -> str:
+def hash_token(token: str) -> str:
+    """SHA-256 (hex) of a secret handed out once: a session id or a set-password token."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -69,7 +62,7 @@ def hash_password(password: str) -> str:
     return str(_hasher().hash(password))
 
 
-def _verify(password_hash: str | None, password: str) -> bool:
+def verify_password(password_hash: str | None, password: str) -> bool:
     """Argon2 verification; an account without a password verifies a dummy hash so an
     unknown user takes as long as a known one."""
     global _dummy_hash
@@ -97,7 +90,7 @@ def check_password_rules(password: str) -> None:
         )
 
 
-def _check_identity(principal_id: str, role: Role, groups: list[str], email: str | None) -> None:
+def check_identity(principal_id: str, role: Role, groups: list[str], email: str | None) -> None:
     errors = []
     if not 1 <= len(principal_id) <= MAX_PRINCIPAL_ID_LENGTH or any(
         c.isspace() or c == "\x00" for c in principal_id
@@ -150,7 +143,7 @@ async def create_user(
     """
     require_role(caller, frozenset({Role.ADMIN}), "manage users")
     groups = list(groups or [])
-    _check_identity(principal_id, role, groups, email)
+    check_identity(principal_id, role, groups, email)
     if password is not None:
         check_password_rules(password)
     password_hash = await asyncio.to_thread(hash_password, password) if password else None
@@ -178,7 +171,7 @@ async def create_user(
         if password_hash is None:
             await store.insert_password_token(
                 conn,
-                token_hash=_hash_token(token),
+                token_hash=hash_token(token),
                 user_id=user.id,
                 expires_at=now + timedelta(hours=PASSWORD_LINK_HOURS),
                 now=now,
@@ -210,7 +203,7 @@ async def issue_password_link(ctx: ServiceContext, caller: Principal, principal_
         await store.retire_password_tokens(uow.connection, user.id, now)
         await store.insert_password_token(
             uow.connection,
-            token_hash=_hash_token(token),
+            token_hash=hash_token(token),
             user_id=user.id,
             expires_at=now + timedelta(hours=PASSWORD_LINK_HOURS),
             now=now,
@@ -250,7 +243,7 @@ async def update_user(
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         user = await _existing(conn, principal_id)
-        _check_identity(
+        check_identity(
             principal_id,
             role or user.role,
             list(groups if groups is not None else user.groups),
@@ -302,7 +295,7 @@ async def check_password_token(ctx: ServiceContext, token: str) -> User:
 
 
 async def _link_user(conn: Any, token: str, now: datetime) -> User:
-    row = await store.find_password_token(conn, _hash_token(token))
+    row = await store.find_password_token(conn, hash_token(token))
     user = await store.find_user_by_id(conn, row.user_id) if row is not None else None
     if row is None or user is None:
         raise NotFound(
@@ -333,7 +326,7 @@ async def set_password_with_token(ctx: ServiceContext, token: str, password: str
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         user = await _link_user(conn, token, now)
-        if not await store.use_password_token(conn, _hash_token(token), now):
+        if not await store.use_password_token(conn, hash_token(token), now):
             raise NotFound(
                 "this set-password link was used already", error_code=ErrorCode.LINK_INVALID
             )
@@ -364,189 +357,6 @@ async def set_password(
         await store.delete_user_sessions(uow.connection, user.id)
         await uow.commit()
     return updated
-
-
-# Signing in -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SignedInSession:
-    """A live console session: the id for the cookie (never stored), and its user."""
-
-    session_id: str
-    user: User
-
-
-def _scopes(username: str, address: str | None) -> list[str]:
-    scopes = [f"account:{username.strip().lower()}"]
-    if address:
-        scopes.append(f"address:{address}")
-    return scopes
-
-
-async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: datetime) -> None:
-    window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
-    for scope in scopes:
-        count, oldest = await store.failures_since(conn, scope, now - window)
-        limit = (
-            ctx.settings.login_max_failures
-            if scope.startswith("account:")
-            else ctx.settings.login_max_failures_per_address
-        )
-        if count >= limit and oldest is not None:
-            retry_at = oldest + window
-            wait = max(1, int((retry_at - now).total_seconds()) + 1)
-            what = "this account" if scope.startswith("account:") else "this address"
-            raise TooManyRequests(
-                f"too many failed sign-ins for {what}; try again in "
-                f"{_minutes(wait)} (at {retry_at.strftime('%H:%M')} UTC)",
-                error_code=ErrorCode.TOO_MANY_ATTEMPTS,
-                extra={"retry_after": wait},
-            )
-
-
-def _minutes(seconds: int) -> str:
-    if seconds < 60:
-        return f"{seconds} seconds"
-    minutes = (seconds + 59) // 60
-    return "1 minute" if minutes == 1 else f"{minutes} minutes"
-
-
-async def sign_in(
-    ctx: ServiceContext, username: str, password: str, *, address: str | None
-) -> SignedInSession:
-    """Check a local password and open a session.
-
-    Raises:
-        TooManyRequests: 429 ``ERR_TOO_MANY_ATTEMPTS`` past the failure limit.
-        Unauthenticated: 401 ``ERR_BAD_CREDENTIALS`` (unknown user or wrong password: the
-            same answer, after the same Argon2 work).
-        Forbidden: 403 ``ERR_USER_DISABLED`` (only said once the password was right).
-    """
-    username = username.strip()
-    now = ctx.now()
-    async with ctx.database.transaction(write=False) as uow:
-        user = await store.find_user_for_login(uow.connection, username) if username else None
-        scopes = _scopes(user.principal_id if user else username, address)
-        await _throttle(ctx, uow.connection, scopes, now)
-    good = await asyncio.to_thread(
-        _verify, user.password_hash if user and user.source == "local" else None, password
-    )
-    async with ctx.database.transaction() as uow:
-        conn = uow.connection
-        if not good or user is None:
-            await _throttle(ctx, conn, scopes, now)  # a parallel guess may have tipped it
-            window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
-            await store.forget_failures(conn, scopes, before=now - window)
-            for scope in scopes:
-                await store.record_failure(conn, scope, now)
-            await uow.commit()
-            log.info("user.sign_in_failed", username=username[:100], address=address)
-            raise Unauthenticated(
-                "the username or password is not right", error_code=ErrorCode.BAD_CREDENTIALS
-            )
-        if user.disabled_at is not None:
-            raise Forbidden(
-                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
-            )
-        await store.forget_failures(conn, scopes[:1])
-        session = await _open_session(ctx, conn, user, now)
-        await uow.commit()
-    log.info("user.signed_in", principal_id=user.principal_id, method="password")
-    return session
-
-
-async def _open_session(
-    ctx: ServiceContext, conn: Any, user: User, now: datetime
-) -> SignedInSession:
-    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
-    longest = timedelta(seconds=ctx.settings.session_max_seconds)
-    await store.delete_stale_sessions(conn, idle_before=now - idle, created_before=now - longest)
-    session_id = secrets.token_urlsafe(32)
-    await store.insert_session(conn, id_hash=_hash_token(session_id), user_id=user.id, now=now)
-    return SignedInSession(session_id, user)
-
-
-async def sign_in_oidc(
-    ctx: ServiceContext, *, principal_id: str, email: str | None, groups: list[str], role: Role
-) -> SignedInSession:
-    """Open a session for someone the identity provider vouched for. Their user row is
-    created or brought up to date (role, groups, e-mail come from the provider).
-
-    Raises:
-        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when a local
-            account has this principal id (single sign-on never takes one over).
-    """
-    groups = [g for g in groups if g and not any(c.isspace() or c == "," for c in g)]
-    _check_identity(principal_id, role, groups, email)
-    now = ctx.now()
-    async with ctx.database.transaction() as uow:
-        conn = uow.connection
-        user = await store.find_user(conn, principal_id)
-        if user is None:
-            user = await store.insert_user(
-                conn,
-                user_id=uuid.uuid4(),
-                principal_id=principal_id,
-                role=role,
-                groups=groups,
-                email=email,
-                password_hash=None,
-                source="oidc",
-                now=now,
-            )
-        elif user.source != "oidc":
-            raise Forbidden(
-                f"a local account named {principal_id} exists; sign in with its password, "
-                "or ask an administrator",
-                error_code=ErrorCode.ACCOUNT_IS_LOCAL,
-            )
-        elif user.disabled_at is not None:
-            raise Forbidden(
-                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
-            )
-        else:
-            user = await store.update_user(
-                conn, user.id, role=role.value, groups=groups, email=email, updated_at=now
-            )
-        session = await _open_session(ctx, conn, user, now)
-        await uow.commit()
-    log.info("user.signed_in", principal_id=principal_id, method="oidc", role=role.value)
-    return session
-
-
-async def resume_session(ctx: ServiceContext, session_id: str) -> User | None:
-    """The user of a live session, or ``None`` when the session is unknown, ended,
-    idle too long, too old, or its user is disabled (the session is then removed)."""
-    id_hash = _hash_token(session_id)
-    now = ctx.now()
-    async with ctx.database.transaction(write=False) as uow:
-        found = await store.find_session(uow.connection, id_hash)
-    if found is None:
-        return None
-    row, user = found
-    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
-    longest = timedelta(seconds=ctx.settings.session_max_seconds)
-    live = (
-        user.disabled_at is None
-        and now - row.last_seen_at < idle
-        and now - row.created_at < longest
-    )
-    if live and now - row.last_seen_at < timedelta(seconds=SESSION_TOUCH_SECONDS):
-        return user
-    async with ctx.database.transaction() as uow:
-        if live:
-            await store.touch_session(uow.connection, id_hash, now)
-        else:
-            await store.delete_session(uow.connection, id_hash)
-        await uow.commit()
-    return user if live else None
-
-
-async def sign_out(ctx: ServiceContext, session_id: str) -> None:
-    async with ctx.database.transaction() as uow:
-        await store.delete_session(uow.connection, _hash_token(session_id))
-        await uow.commit()
 
 
 def principal_of(user: User) -> Principal:

@@ -16,14 +16,14 @@ from signoff.domain.policies import LevelAction, policy_from_json
 from signoff.domain.states import Action, Role, transition
 from signoff.domain.tasks import Principal, Task, require_role
 from signoff.errors import Conflict, ErrorCode
-from signoff.services import approvals
+from signoff.services import execution
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import notify
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
-from signoff.store.database import UnitOfWork
 from signoff.store.idempotency import purge_expired_idempotency_keys
+from signoff.store.runtime.database import UnitOfWork
 from signoff.store.tasks import LEASE_CLEARED
 
 log = structlog.get_logger("signoff.waiting")
@@ -124,7 +124,7 @@ async def sweep_due(
                 applied += 1
                 if after_each is not None:
                     after_each(updated)
-        stalled = await approvals.report_stalled_executions(
+        stalled = await execution.report_stalled_executions(
             uow, SYSTEM_PRINCIPAL, now=now, limit=ctx.settings.sweep_batch_size
         )
         purged = await purge_expired_idempotency_keys(

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
-from signoff.store.keycache import CHANNEL as KEY_CHANNEL
+from signoff.store.runtime.keycache import CHANNEL as KEY_CHANNEL
 from signoff.store.tables import api_keys
 
 K = api_keys.c

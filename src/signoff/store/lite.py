@@ -5,7 +5,7 @@ driver's thread and back (``BEGIN``, the idempotency key, the task, its audit ev
 outbox event, ``COMMIT``), with a statement object built and compiled each time. Here the
 common escalation's statements are written once, at import, from the columns of
 :mod:`signoff.store.tables`, and the whole transaction runs as one function call in the
-database's SQLite thread (:meth:`signoff.store.database.Database.sqlite_script`).
+database's SQLite thread (:meth:`signoff.store.runtime.database.Database.sqlite_script`).
 
 Values are converted by the columns' own SQLAlchemy types (the public
 ``dialect_impl(…).bind_processor`` and ``result_processor``), so rows are stored exactly
@@ -173,7 +173,7 @@ INSERT_OUTBOX = _insert(
 
 def escalate(values: Mapping[str, Any]) -> Callable[[sqlite3.Connection], dict[str, Any]]:
     """The escalation as one function of a SQLite connection (run it with
-    :meth:`~signoff.store.database.Database.sqlite_script`). Its answer has the columns of
+    :meth:`~signoff.store.runtime.database.Database.sqlite_script`). Its answer has the columns of
     :data:`signoff.store.oneshot.ESCALATE`'s: ``created`` (1 or 0) and, when the key was
     live, the stored key's row. Raises :class:`TaskRefused`."""
     values = {**values, "event_type": _EVENT_TYPE, "action": _ACTION, "response_status": 201}

@@ -4,7 +4,7 @@ Each statement here is a single data-modifying statement (a CTE): the conditiona
 — its ``WHERE`` built from the transition table in :mod:`signoff.domain.states` — plus
 its audit event and, when the transition is published, its outbox event. A single
 statement is atomic on its own, so one round trip is the whole transaction
-(:meth:`signoff.store.database.Database.one_statement`). The statements are built once,
+(:meth:`signoff.store.runtime.database.Database.one_statement`). The statements are built once,
 at import, from the transition table and the columns of :mod:`signoff.store.tables`,
 and run as asyncpg prepared statements: nothing is constructed per request.
 
@@ -42,7 +42,7 @@ from signoff.domain.tasks import SUMMARY_LABEL, Task
 from signoff.store.tables import JsonText, fanned_out_at_sql, review_tasks
 
 if TYPE_CHECKING:  # the database module writes escalations with these statements
-    from signoff.store.database import Database
+    from signoff.store.runtime.database import Database
 
 _PG = postgresql.dialect()  # type: ignore[no-untyped-call]
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")

@@ -22,7 +22,7 @@ from signoff.store.tables import (
 )
 
 if TYPE_CHECKING:  # the unit of work carries what its commit wakes
-    from signoff.store.database import UnitOfWork
+    from signoff.store.runtime.database import UnitOfWork
 
 _ANY_ENABLED_ENDPOINT = literal_column(ANY_ENABLED_ENDPOINT_SQL, Boolean)
 

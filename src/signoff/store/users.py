@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,49 +10,13 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
-from signoff.domain.tasks import Principal
+from signoff.domain.users import User
 from signoff.store.tables import login_failures, password_tokens, user_sessions, users
 
 U = users.c
 S = user_sessions.c
 P = password_tokens.c
 F = login_failures.c
-
-
-@dataclass(frozen=True)
-class User:
-    id: uuid.UUID
-    principal_id: str
-    role: Role
-    groups: tuple[str, ...]
-    email: str | None
-    password_hash: str | None
-    source: str
-    disabled_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-    @property
-    def principal(self) -> Principal:
-        return Principal(
-            key_id=self.id, principal_id=self.principal_id, role=self.role, groups=self.groups
-        )
-
-    def public(self) -> dict[str, Any]:
-        """What an admin may see: never the password hash."""
-        return {
-            "id": str(self.id),
-            "principal_id": self.principal_id,
-            "role": self.role.value,
-            "groups": list(self.groups),
-            "email": self.email,
-            "source": self.source,
-            "has_password": self.password_hash is not None,
-            "disabled": self.disabled_at is not None,
-            "disabled_at": self.disabled_at,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
 
 
 def _user(row: Any) -> User:

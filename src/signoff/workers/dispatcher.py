@@ -3,7 +3,7 @@
 Any number of dispatchers may run (inside ``signoff serve`` and as ``signoff worker``):
 deliveries are leased with ``SKIP LOCKED`` on PostgreSQL, and every result is fenced by
 the lease owner and attempt number. On PostgreSQL an idle dispatcher wakes on
-``LISTEN signoff_outbox`` (each process announces what it committed, store/announce.py),
+``LISTEN signoff_outbox`` (each process announces what it committed, store/runtime/announce.py),
 listened to again after the database restarts; a commit in its own process wakes it
 directly. SQLite polls every ``SIGNOFF_DISPATCHER_POLL_SECONDS`` (PostgreSQL too, as a
 fallback). Results are recorded in groups (workers/recorder.py). Stopping drains: the
@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 
 from signoff.domain.webhooks import (
     AttemptOutcome,
+    ClaimedDelivery,
     DeliveryStatus,
     Verdict,
     judge,
@@ -43,10 +44,9 @@ from signoff.services import delivery as delivery_service
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
-from signoff.store.availability import database_unavailable
-from signoff.store.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
-from signoff.store.listen import Listener
-from signoff.store.webhooks import ClaimedDelivery
+from signoff.store.runtime.availability import database_unavailable
+from signoff.store.runtime.changes import NOTIFY_CHANNEL as NOTIFY_CHANNEL  # re-exported
+from signoff.store.runtime.listen import Listener
 from signoff.webhooks import signature_headers
 from signoff.workers.outage import OutageLog
 from signoff.workers.recorder import Recorder
@@ -254,7 +254,7 @@ class Dispatcher:
         flight, so one slow receiver never holds up the rest. On stop, the attempts in
         flight finish and are recorded before this returns."""
         listener = self.listener
-        # The process's one shared listener (store/changes.py) wakes us and long-polls.
+        # The process's one shared listener (store/runtime/changes.py) wakes us and long-polls.
         changes = self.context.database.changes
         unsubscribe = changes.subscribe(self._wake.set)
         await changes.start()

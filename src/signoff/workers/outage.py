@@ -9,7 +9,7 @@ import time
 
 import structlog
 
-from signoff.store.availability import database_unavailable
+from signoff.store.runtime.availability import database_unavailable
 
 
 class OutageLog:

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy.exc import IntegrityError
 
+from signoff.domain.webhooks import ClaimedDelivery
 from signoff.services.delivery import AttemptRecord
-from signoff.store.webhooks import ClaimedDelivery
 
 #: Attempts written in one transaction at most.
 GROUP_LIMIT = 200

@@ -35,7 +35,7 @@ from signoff.api.schemas import (
 )
 from signoff.domain.clock import rfc3339
 from signoff.domain.tasks import view_for
-from signoff.services import approvals
+from signoff.services import execution, revisions
 
 router = APIRouter(prefix="/tasks", tags=["approvals"])
 
@@ -67,7 +67,7 @@ async def revise_subject(
     if_match: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     body = await read_json_body(request)
-    task = await approvals.revise_subject(context, caller, task_id, if_match=if_match, body=body)
+    task = await revisions.revise_subject(context, caller, task_id, if_match=if_match, body=body)
     return json_response(
         view_for(caller, task, context.now()), headers={"ETag": f'"{task.current_revision}"'}
     )
@@ -80,7 +80,7 @@ async def revise_subject(
     summary="The subject's revisions, oldest first",
 )
 async def list_revisions(task_id: str, context: Context, caller: Caller) -> Response:
-    rows = await approvals.list_revisions(context, caller, task_id)
+    rows = await revisions.list_revisions(context, caller, task_id)
     return json_response({"items": [_revision(r) for r in rows]})
 
 
@@ -96,7 +96,7 @@ async def get_revision(
     context: Context,
     caller: Caller,
 ) -> Response:
-    row = await approvals.get_revision(context, caller, task_id, revision)
+    row = await revisions.get_revision(context, caller, task_id, revision)
     return json_response(_revision(row), headers={"ETag": f'"{row["revision"]}"'})
 
 
@@ -113,7 +113,7 @@ async def diff(
     start: Annotated[int, Query(alias="from", ge=1, le=MAX_REVISION)],
     end: Annotated[int, Query(alias="to", ge=1, le=MAX_REVISION)],
 ) -> Response:
-    return json_response(await approvals.diff(context, caller, task_id, start, end))
+    return json_response(await revisions.diff(context, caller, task_id, start, end))
 
 
 @router.post(
@@ -125,7 +125,7 @@ async def diff(
 )
 async def execute(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
     body = await read_model(request, ExecuteRequest)
-    grant = await approvals.execute(
+    grant = await execution.execute(
         context,
         caller,
         task_id,
@@ -133,7 +133,7 @@ async def execute(task_id: str, request: Request, context: Context, caller: Call
         digest=body.digest,
         operation_id=body.operation_id,
     )
-    return json_response(approvals.grant_view(grant))
+    return json_response(execution.grant_view(grant))
 
 
 async def _finish(
@@ -148,7 +148,7 @@ async def _finish(
 ) -> Response:
     token = require_execution_token(x_execution_token)
     body = await read_model(request, ActionResultRequest)
-    view = await approvals.finish_action(
+    view = await execution.finish_action(
         context,
         caller,
         task_id,
@@ -172,8 +172,8 @@ async def renew_execution(
     task_id: str, context: Context, caller: Caller, x_execution_token: ExecutionTokenHeader = None
 ) -> Response:
     token = require_execution_token(x_execution_token)
-    task = await approvals.renew_execution(context, caller, task_id, token)
-    return json_response(approvals.execution_lease_view(task))
+    task = await execution.renew_execution(context, caller, task_id, token)
+    return json_response(execution.execution_lease_view(task))
 
 
 @router.post(
@@ -225,4 +225,4 @@ async def fail_action(
     summary="Revoke a source; approvals relying on it can no longer execute (producer)",
 )
 async def revoke_source(task_id: str, source_id: str, context: Context, caller: Caller) -> Response:
-    return json_response(await approvals.revoke_source(context, caller, task_id, source_id))
+    return json_response(await revisions.revoke_source(context, caller, task_id, source_id))

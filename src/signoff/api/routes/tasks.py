@@ -36,8 +36,7 @@ from signoff.domain.producer import escalation_schema
 from signoff.domain.states import Decision, ExecutionStatus, TaskStatus
 from signoff.domain.tasks import Principal, view_for
 from signoff.errors import FieldError, validation_error
-from signoff.services import approvals as approval_service
-from signoff.services import common, longpoll
+from signoff.services import common, longpoll, revisions
 from signoff.services import tasks as task_service
 from signoff.services.tasks import LeaseGrant
 
@@ -265,7 +264,7 @@ async def get_task(
     body = view_for(caller, task, context.now())
     if not task.has_subject:
         return json_response(body)
-    body["last_viewed_revision"] = await approval_service.note_view(context, caller, task)
+    body["last_viewed_revision"] = await revisions.note_view(context, caller, task)
     return json_response(body, headers={"ETag": f'"{task.current_revision}"'})
 
 

@@ -11,8 +11,8 @@ from starlette.responses import Response
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
 from signoff.domain.clock import rfc3339
 from signoff.domain.states import Role
+from signoff.domain.users import User
 from signoff.services import users
-from signoff.store.users import User
 
 router = APIRouter(tags=["users"])
 

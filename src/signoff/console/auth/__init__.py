@@ -22,7 +22,7 @@ The contract the console pages code against::
   check; use it (instead of ``SignedIn``) on every state-changing route. A missing or
   wrong token is answered 403: a page saying to reload and try again, or for
   htmx/fetch a problem document ``ERR_CSRF``.
-- ``signed_in_user(request)`` — the :class:`signoff.store.users.User` (e-mail, role,
+- ``signed_in_user(request)`` — the :class:`signoff.domain.users.User` (e-mail, role,
   groups) behind ``SignedIn`` for templates, or ``None``.
 - ``install_auth(app)`` — mounts ``/console/login``, ``/console/logout`` (POST, with the
   CSRF token), ``/console/set-password/{token}`` and single sign-on, and the handlers

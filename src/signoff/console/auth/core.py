@@ -13,10 +13,10 @@ from starlette.responses import Response
 
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
+from signoff.domain.users import User
 from signoff.errors import ErrorCode
-from signoff.services import users as user_service
+from signoff.services import sessions
 from signoff.services.context import ServiceContext
-from signoff.store.users import User
 
 SESSION_COOKIE = "signoff_session"
 ANON_CSRF_COOKIE = "signoff_csrf"
@@ -70,7 +70,7 @@ async def current_user(request: Request) -> User | None:
         user: User | None = request.state.console_user
         return user
     session_id = session_id_of(request)
-    user = await user_service.resume_session(_context(request), session_id) if session_id else None
+    user = await sessions.resume_session(_context(request), session_id) if session_id else None
     request.state.console_user = user
     request.state.console_session_id = session_id if user is not None else None
     return user

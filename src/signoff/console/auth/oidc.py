@@ -29,7 +29,7 @@ from signoff.console.rendering import render
 from signoff.crypto import secret_key
 from signoff.domain.states import Role
 from signoff.errors import Forbidden, Unprocessable
-from signoff.services import users as user_service
+from signoff.services import sessions
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 
@@ -177,7 +177,7 @@ async def callback(request: Request) -> Response:
             f"{accepted}.",
         )
     try:
-        session = await user_service.sign_in_oidc(
+        session = await sessions.sign_in_oidc(
             context,
             principal_id=principal_id,
             email=claims.get("email") if isinstance(claims.get("email"), str) else None,
@@ -188,7 +188,7 @@ async def callback(request: Request) -> Response:
         return _refused(request, 403, exc.message[:1].upper() + exc.message[1:] + ".")
     earlier = session_id_of(request)
     if earlier:
-        await user_service.sign_out(context, earlier)
+        await sessions.sign_out(context, earlier)
     response = Response(status_code=303, headers={"Location": next_path})
     set_session_cookie(request, response, session.session_id)
     return response

@@ -24,6 +24,7 @@ from signoff.console.auth.core import (
 )
 from signoff.console.rendering import render
 from signoff.errors import Forbidden, NotFound, TooManyRequests, Unauthenticated, Unprocessable
+from signoff.services import sessions
 from signoff.services import users as user_service
 from signoff.services.context import ServiceContext
 
@@ -109,7 +110,7 @@ async def login(request: Request) -> Response:
             next_path=next_path,
         )
     try:
-        session = await user_service.sign_in(
+        session = await sessions.sign_in(
             _context(request), username, form["password"], address=_address(request)
         )
     except TooManyRequests as exc:
@@ -146,7 +147,7 @@ async def login(request: Request) -> Response:
         )
     earlier = session_id_of(request)
     if earlier:  # a new session id at every sign-in; the one this browser had ends
-        await user_service.sign_out(_context(request), earlier)
+        await sessions.sign_out(_context(request), earlier)
     response = Response(status_code=303, headers={"Location": next_path})
     set_session_cookie(request, response, session.session_id)
     return response
@@ -156,7 +157,7 @@ async def login(request: Request) -> Response:
 async def logout(request: Request, _principal: CsrfChecked) -> Response:
     session_id = getattr(request.state, "console_session_id", None)
     if session_id:
-        await user_service.sign_out(_context(request), session_id)
+        await sessions.sign_out(_context(request), session_id)
     response = Response(status_code=303, headers={"Location": f"{LOGIN_PATH}?notice=signed_out"})
     clear_session_cookie(request, response)
     return response

@@ -1,5 +1,5 @@
 """Speed: outbox inserts no longer notify inside their transaction; each process
-announces what it committed, in batches (signoff.store.announce).
+announces what it committed, in batches (signoff.store.runtime.announce).
 
 Revision ID: 0009
 Revises: 0008

@@ -1,5 +1,5 @@
 """Speed: on PostgreSQL, the function that writes a group of escalations
-(signoff.store.grouped), created here rather than by the running service.
+(signoff.store.runtime.grouped), created here rather than by the running service.
 
 Its definition is in the ``.sql`` file of the same name beside this one: the text as it
 was at this revision, never edited afterwards (a change of the escalation statement is a

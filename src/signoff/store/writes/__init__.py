@@ -2,10 +2,11 @@
 
 The services change a task's state through :class:`TaskWrites` and never ask which
 engine is underneath. The implementation is chosen once, when the
-:class:`~signoff.store.database.Database` is built (``database.writes``):
+:class:`~signoff.store.runtime.database.Database` is built (``database.writes``):
 
 - :mod:`signoff.store.writes.postgres`: each change is one named statement of
-  :mod:`signoff.store.oneshot` (escalations committed in groups, :mod:`signoff.store.grouped`).
+  :mod:`signoff.store.oneshot` (escalations committed in groups,
+  :mod:`signoff.store.runtime.grouped`).
 - :mod:`signoff.store.writes.sqlite`: the common escalation is one script for the SQLite
   thread (:mod:`signoff.store.lite`); the other changes are SQLAlchemy transactions
   (:mod:`signoff.store.writes.core`).

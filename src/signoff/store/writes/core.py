@@ -39,7 +39,7 @@ from signoff.store.writes import (
 )
 
 if TYPE_CHECKING:  # the database builds the write paths and hands itself to them
-    from signoff.store.database import Database
+    from signoff.store.runtime.database import Database
 
 
 def escalation_params(escalation: Escalation) -> dict[str, Any]:

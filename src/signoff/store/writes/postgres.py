@@ -2,7 +2,7 @@
 
 Each change is one named statement of :mod:`signoff.store.oneshot` (the conditional
 change with its audit and outbox events), run as a whole transaction on the hot path's
-pool; escalations are committed in groups (:mod:`signoff.store.grouped`). A refused
+pool; escalations are committed in groups (:mod:`signoff.store.runtime.grouped`). A refused
 change is explained from the task read afterwards; a decision the statement refused
 goes through the general transaction (:func:`signoff.store.writes.core.resolve`), which
 reads the task in the same transaction, so an identical repeat is recognised.
@@ -31,7 +31,7 @@ from signoff.store.writes import (
 )
 
 if TYPE_CHECKING:  # the database builds its write path and hands itself to it
-    from signoff.store.database import Database
+    from signoff.store.runtime.database import Database
 
 
 class PostgresWrites(TaskWrites):

@@ -4,7 +4,7 @@ The common escalation is one script for this process's SQLite thread
 (:func:`signoff.store.lite.escalate`: one trip, one writer turn); the other changes are
 SQLAlchemy transactions (:mod:`signoff.store.writes.core`), which explain a refusal
 from the task read in the same transaction. A database named by a ``file:`` URI has no
-SQLite thread (:attr:`signoff.store.database.Database.sqlite_file`): its escalations
+SQLite thread (:attr:`signoff.store.runtime.database.Database.sqlite_file`): its escalations
 take the general path.
 """
 
@@ -29,7 +29,7 @@ from signoff.store.writes import (
 )
 
 if TYPE_CHECKING:  # the database builds its write path and hands itself to it
-    from signoff.store.database import Database
+    from signoff.store.runtime.database import Database
 
 
 class SqliteWrites(TaskWrites):

@@ -1,7 +1,7 @@
 """Cross-process change notifications, coalesced (PostgreSQL).
 
 Other processes learn that tasks changed through ``NOTIFY signoff_outbox`` (their
-dispatchers wake, their long-poll waiters re-read; :mod:`signoff.store.changes`). A
+dispatchers wake, their long-poll waiters re-read; :mod:`signoff.store.runtime.changes`). A
 notification sent *inside* each writing transaction would serialise every commit:
 PostgreSQL queues notifications under one database-wide lock that a transaction holds
 from its commit until its commit record is flushed. So the writing transactions notify
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
-from signoff.store.availability import database_unavailable
+from signoff.store.runtime.availability import database_unavailable
 
 log = structlog.get_logger("signoff.announce")
 

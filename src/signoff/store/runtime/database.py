@@ -26,11 +26,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from signoff.settings import Settings, async_database_url
-from signoff.store.announce import Announcer
-from signoff.store.changes import TaskChanges
-from signoff.store.grouped import MAX_GROUP, EscalationGroups
-from signoff.store.keycache import KeyCache
-from signoff.store.litethread import LiteThread
+from signoff.store.runtime.announce import Announcer
+from signoff.store.runtime.changes import TaskChanges
+from signoff.store.runtime.grouped import MAX_GROUP, EscalationGroups
+from signoff.store.runtime.keycache import KeyCache
+from signoff.store.runtime.litethread import LiteThread
 from signoff.store.writes import TaskWrites
 from signoff.store.writes.postgres import PostgresWrites
 from signoff.store.writes.sqlite import SqliteWrites
@@ -130,7 +130,7 @@ class Database:
         """``listen_url``: where to ``LISTEN`` on PostgreSQL (a direct connection when
         ``engine`` goes through PgBouncer); default: the engine's own database.
         ``escalation_group_size``: the most escalations committed together on PostgreSQL
-        (:mod:`signoff.store.grouped`; 1: each alone)."""
+        (:mod:`signoff.store.runtime.grouped`; 1: each alone)."""
         self.engine = engine
         self.outbox_committed = asyncio.Event()
         listen = _listen_url(engine, listen_url)
@@ -141,7 +141,7 @@ class Database:
         every change (the console's live inbox); each clears its own."""
         self.pgbouncer = pgbouncer
         self.key_cache = KeyCache(listen)
-        """Verified API keys (:mod:`signoff.store.keycache`)."""
+        """Verified API keys (:mod:`signoff.store.runtime.keycache`)."""
         self._pool: asyncpg.Pool | None = None
         self.escalations = EscalationGroups(self.one_statement, size=escalation_group_size)
         """This process's escalations on PostgreSQL, committed in groups."""
@@ -150,7 +150,7 @@ class Database:
         self._lite: LiteThread | None = None
         self.announcer = Announcer(self._run_script) if listen is not None else None
         """Tells other processes what this one committed (PostgreSQL;
-        :mod:`signoff.store.announce`)."""
+        :mod:`signoff.store.runtime.announce`)."""
         self.writes: TaskWrites = (
             PostgresWrites(self)
             if self.dialect == "postgresql"
@@ -220,14 +220,14 @@ class Database:
     async def sqlite_script(self, script: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``script`` — a whole write transaction, ``BEGIN IMMEDIATE`` to ``COMMIT`` —
         on this process's own SQLite connection, in its thread, grouped with the scripts
-        that wait alongside it (:mod:`signoff.store.litethread`). A group queues with
+        that wait alongside it (:mod:`signoff.store.runtime.litethread`). A group queues with
         every other write transaction of the process, as :meth:`transaction` does."""
         return await self._lite_thread().run(script)
 
     async def run_write(self, work: Callable[[AsyncConnection], Awaitable[R]]) -> R:
         """Run ``work`` — store functions that await nothing but ``conn.execute`` — as one
         write transaction in this process's SQLite thread, grouped like
-        :meth:`sqlite_script` (:meth:`signoff.store.litethread.LiteThread.run_core`).
+        :meth:`sqlite_script` (:meth:`signoff.store.runtime.litethread.LiteThread.run_core`).
         Without a SQLite file (PostgreSQL, or SQLite in memory) it runs in an ordinary
         write transaction."""
         if self.sqlite_file is None:

@@ -2,9 +2,9 @@
 
 A commit that changed tasks wakes this process's waiters directly. On PostgreSQL one
 shared listener connection per process (``LISTEN signoff_outbox``: every process
-announces the tasks it changed, in batches, :mod:`signoff.store.announce`) wakes waiters
+announces the tasks it changed, in batches, :mod:`signoff.store.runtime.announce`) wakes waiters
 here for changes made elsewhere, and wakes this process's dispatcher. The listener is made again
-whenever its connection is lost (:class:`signoff.store.listen.Listener`); each time it
+whenever its connection is lost (:class:`signoff.store.runtime.listen.Listener`); each time it
 starts listening, every waiter re-reads, since what committed meanwhile was announced to
 no one. Waiters are plain ``asyncio`` events: a thousand idle long-polls hold no database
 connection.
@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 
 from signoff.metrics import LONG_POLL_WAITERS
-from signoff.store.announce import CHANNEL as NOTIFY_CHANNEL  # re-exported
-from signoff.store.announce import parse_payload
-from signoff.store.listen import Listener
+from signoff.store.runtime.announce import CHANNEL as NOTIFY_CHANNEL  # re-exported
+from signoff.store.runtime.announce import parse_payload
+from signoff.store.runtime.listen import Listener
 
 __all__ = ["NOTIFY_CHANNEL", "TaskChanges"]
 

@@ -63,11 +63,11 @@ import orjson
 import structlog
 
 from signoff.metrics import GROUP_COMMIT_ENABLED
-from signoff.store.availability import database_unavailable
 from signoff.store.oneshot import ESCALATE, JSON_COLUMNS, TASK_CONFLICT, Statement
+from signoff.store.runtime.availability import database_unavailable
 from signoff.store.writes import TaskRefused
 
-log = structlog.get_logger("signoff.store.grouped")
+log = structlog.get_logger("signoff.store.runtime.grouped")
 
 #: The most escalations one group writes (and the largest group size a setting may ask).
 MAX_GROUP = 32
@@ -251,8 +251,9 @@ class _Lane:
 
 class EscalationGroups:
     """This process's escalations on PostgreSQL, written in groups. ``run`` runs one
-    statement as a whole transaction (:meth:`signoff.store.database.Database.one_statement`);
-    ``size`` is the most escalations a group takes (1: each alone)."""
+    statement as a whole transaction
+    (:meth:`signoff.store.runtime.database.Database.one_statement`); ``size`` is the most
+    escalations a group takes (1: each alone)."""
 
     def __init__(self, run: RunStatement, *, size: int = MAX_GROUP, lanes: int = LANES) -> None:
         self._run = run

@@ -3,7 +3,7 @@
 A cache hit saves the key lookup on every request. Revocation stays immediate on every
 replica: on PostgreSQL the revoking transaction sends ``NOTIFY signoff_api_keys`` with
 the key's hash, and every process listens on its own connection
-(:class:`signoff.store.listen.Listener`, remade whenever it is lost) and drops the
+(:class:`signoff.store.runtime.listen.Listener`, remade whenever it is lost) and drops the
 entry; the revoking request waits until its own process has heard the notification, so
 by the time it answers PostgreSQL has handed it to every listener. A process caches
 nothing until it listens, nor while its listening connection is down, and forgets
@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 
 from signoff.domain.tasks import Principal
-from signoff.store.listen import Listener
+from signoff.store.runtime.listen import Listener
 
 CHANNEL = "signoff_api_keys"
 MAX_ENTRIES = 10_000

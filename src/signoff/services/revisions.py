@@ -1,0 +1,323 @@
+"""Use cases of a subject's revisions: a new revision and its effect on the approval,
+source revocation, revision history, diffs and what a reviewer last saw."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.digests import json_digest
+from signoff.domain.revisions import (
+    RevisionEffect,
+    changed_paths,
+    parse_subject_fields,
+    revision_effect,
+    source_matches,
+    structured_diff,
+)
+from signoff.domain.states import Action, Role, transition
+from signoff.domain.tasks import Principal, Task, require_role
+from signoff.errors import (
+    Conflict,
+    ErrorCode,
+    FieldError,
+    NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    Unprocessable,
+    validation_error,
+)
+from signoff.services import notifications
+from signoff.services.common import get_task, producer_task, record_transition
+from signoff.services.context import ServiceContext
+from signoff.store import approvals as store
+from signoff.store import tasks as task_store
+
+PRECONDITION_FAILED_HINT = "GET the task for its current ETag and review what changed"
+
+
+def parse_if_match(header: str | None) -> int:
+    """``If-Match: "<revision>"`` (a strong ETag, quotes optional) → the revision number.
+
+    Raises:
+        PreconditionRequired: 428 when the header is missing.
+        PreconditionFailed: 412 when it names no revision.
+    """
+    if header is None or not header.strip():
+        raise PreconditionRequired(
+            "If-Match with the current revision's ETag is required",
+            error_code=ErrorCode.PRECONDITION_REQUIRED,
+        )
+    value = header.strip().removeprefix("W/").strip('"')
+    if not value.isdigit():
+        raise PreconditionFailed(
+            f"If-Match {header!r} names no revision; {PRECONDITION_FAILED_HINT}"
+        )
+    return int(value)
+
+
+async def revise_subject(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, *, if_match: str | None, body: Any
+) -> Task:
+    """Store a new revision of the subject and apply its effect. Omitting
+    ``source_revisions`` keeps the previous revision's sources.
+
+    * in review: it becomes current (resolves naming the old one get ``ERR_STALE_REVISION``);
+    * approved: the approval is invalidated and the task returns to review — unless the
+      change is confined to paths outside ``material_paths``, when the approval is carried
+      forward to the new revision (the diff is in the audit trail);
+    * revision requested: back to review;
+    * executing, completed or rejected: 409.
+
+    Raises:
+        PreconditionRequired, PreconditionFailed: ``If-Match`` missing or stale (428/412).
+        Conflict: ``ERR_TASK_CONFLICT`` when reopening meets another active task for the
+            entity; ``ERR_STATE_CONFLICT`` as above.
+    """
+    expected = parse_if_match(if_match)
+    if not isinstance(body, dict):
+        raise validation_error([FieldError("(root)", "must be an object")])
+    unknown = sorted(set(body) - {"subject", "source_revisions"})
+    if unknown:
+        raise validation_error([FieldError(name, "is not allowed here") for name in unknown])
+    proposal = parse_subject_fields(body, allow_policy=False)
+    if proposal is None:
+        raise validation_error([FieldError("subject", "is required")])
+    require_role(principal, frozenset({Role.PRODUCER}), "revise subjects")
+    task = await producer_task(ctx, principal, raw_task_id)
+    if not task.has_subject:
+        raise Conflict("this task has no subject to revise", error_code=ErrorCode.STATE_CONFLICT)
+    if task.current_revision != expected:
+        raise PreconditionFailed(
+            f"revision {expected} is not current (current: {task.current_revision}); "
+            + PRECONDITION_FAILED_HINT,
+            extra={"current_revision": task.current_revision},
+        )
+    now = ctx.now()
+    digest = json_digest(proposal.subject)
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        previous = await store.find_revision(conn, task.id, expected)
+        assert previous is not None  # revisions are immutable and never deleted
+        paths = changed_paths(previous["subject"], proposal.subject)
+        if "source_revisions" not in body:  # omitted: the sources did not change
+            proposal = replace(proposal, source_revisions=list(previous["source_revisions"]))
+        sources_changed = previous["source_revisions"] != proposal.source_revisions
+        effect = revision_effect(task, paths, now, sources_changed=sources_changed)
+        step = transition(_ACTION_FOR[effect])
+        revision = expected + 1
+        if not await store.insert_revision(
+            conn,
+            task_id=task.id,
+            revision=revision,
+            subject=proposal.subject,
+            digest=digest,
+            source_revisions=proposal.source_revisions,
+            created_by=principal.principal_id,
+            now=now,
+        ):
+            raise PreconditionFailed(
+                f"revision {revision} was just created by someone else; {PRECONDITION_FAILED_HINT}"
+            )
+        values: dict[str, Any] = {"current_revision": revision, "digest": digest}
+        if effect is RevisionEffect.CARRY_FORWARD:
+            values |= {"approved_revision": revision, "approved_digest": digest}
+        elif effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION):
+            values |= _REOPENED
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            # Remembered so an execute naming this revision is told why precisely.
+            values["invalidated_revision"] = task.approved_revision
+        try:
+            updated = await store.apply_revision(conn, step, task, values, now)
+        except store.ActiveTaskExists:
+            active = await task_store.find_active_task_for_entity(
+                conn, task.entity_type, task.entity_id
+            )
+            # Another producer's task ids are not this producer's to learn.
+            mine = active is not None and active.producer_id == task.producer_id
+            raise Conflict(
+                f"another active task for {task.entity_type}/{task.entity_id} exists; "
+                "this one cannot reopen",
+                error_code=ErrorCode.TASK_CONFLICT,
+                extra={"task_id": str(active.id)} if mine and active else {},
+            ) from None
+        if updated is None:
+            raise PreconditionFailed(f"the task changed while revising; {PRECONDITION_FAILED_HINT}")
+        details: dict[str, Any] = {
+            "revision": revision,
+            "digest": digest,
+            "previous_revision": expected,
+            "changed_paths": paths,
+            "sources_changed": sources_changed,
+            "effect": effect.value,
+        }
+        if effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION):
+            # The decision being cleared stays readable, notes included (the console shows
+            # a reviewer their own earlier notes beside the diff).
+            details["previous_decision"] = {
+                "decision": task.decision,
+                "notes": task.notes,
+                "by": task.operator_id,
+                "revision": expected,
+            }
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            details |= {
+                "reason": "the subject changed after approval",
+                "invalidated_approval": {
+                    "revision": task.approved_revision,
+                    "digest": task.approved_digest,
+                    "approved_by": task.operator_id,
+                    "approved_at": rfc3339(task.resolved_at),
+                },
+            }
+        if effect is RevisionEffect.CARRY_FORWARD:
+            details["diff"] = structured_diff(
+                previous["subject"],
+                proposal.subject,
+                previous["source_revisions"],
+                proposal.source_revisions,
+            )
+        await record_transition(uow, step, updated, principal, now, details)
+        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+            # The approver and the task's group learn that the approval no longer holds,
+            # with a fresh link to the new revision.
+            targets = [f"principal:{task.operator_id}"] if task.operator_id else []
+            if updated.assigned_group:
+                targets.append(f"group:{updated.assigned_group}")
+            await notifications.notify(
+                uow, ctx, updated, kind="approval_invalidated", targets=targets, now=now
+            )
+        await uow.commit()
+    return updated
+
+
+_ACTION_FOR = {
+    RevisionEffect.KEEP_REVIEWING: Action.REVISE,
+    RevisionEffect.CARRY_FORWARD: Action.CARRY_FORWARD,
+    RevisionEffect.INVALIDATE_APPROVAL: Action.REOPEN,
+    RevisionEffect.REOPEN_FOR_REVISION: Action.REOPEN,
+}
+
+#: Back to review: the decision and the approval binding are cleared (they stay in the
+#: audit trail, with the reason).
+_REOPENED: dict[str, Any] = {
+    "status": "PENDING_REVIEW",
+    "decision": None,
+    "notes": None,
+    "resolution_payload": None,
+    "operator_id": None,
+    "resolved_at": None,
+    "claimed_by": None,
+    "lease_token_hash": None,
+    "lease_expires_at": None,
+    "approved_revision": None,
+    "approved_digest": None,
+    "approval_expires_at": None,
+    "approver_key_id": None,
+}
+
+
+async def revoke_source(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, source_id: str
+) -> dict[str, Any]:
+    """Mark a source revoked (``S01`` or ``S01:r7``); approvals relying on it cannot execute.
+
+    Raises:
+        NotFound: ``ERR_SOURCE_NOT_FOUND`` when the current revision names no such source.
+    """
+    step = transition(Action.REVOKE_SOURCE)
+    require_role(principal, step.roles, "revoke sources")
+    task = await producer_task(ctx, principal, raw_task_id)
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        current = await store.find_revision(uow.connection, task.id, task.current_revision or 0)
+        sources = current["source_revisions"] if current else []
+        if not any(source_matches(entry, source_id) for entry in sources):
+            raise NotFound(
+                f"the current revision names no source {source_id!r}",
+                error_code=ErrorCode.SOURCE_NOT_FOUND,
+            )
+        if await store.revoke_source(
+            uow.connection, task_id=task.id, source_id=source_id, by=principal.principal_id, now=now
+        ):
+            revoked = await store.new_task_version(uow.connection, task.id, now)
+            await record_transition(uow, step, revoked, principal, now, {"source_id": source_id})
+            await uow.commit()
+    return {"task_id": str(task.id), "source_id": source_id, "revoked": True}
+
+
+async def list_revisions(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str
+) -> list[dict[str, Any]]:
+    task = await get_task(ctx, principal, raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        return [dict(r) for r in await store.list_revisions(uow.connection, task.id)]
+
+
+async def get_revision(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, revision: int
+) -> dict[str, Any]:
+    """One revision; reading it counts as having viewed it (for "changed since you looked")."""
+    task = await get_task(ctx, principal, raw_task_id)
+    async with ctx.database.transaction() as uow:
+        row = await store.find_revision(uow.connection, task.id, revision)
+        if row is None:
+            raise NotFound(
+                f"task {task.id} has no revision {revision}",
+                error_code=ErrorCode.REVISION_NOT_FOUND,
+            )
+        if principal.role is not Role.PRODUCER:
+            await store.record_view(
+                uow.connection,
+                task_id=task.id,
+                principal_id=principal.principal_id,
+                revision=revision,
+                now=ctx.now(),
+            )
+        await uow.commit()
+    return row
+
+
+async def diff(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, start: int, end: int
+) -> dict[str, Any]:
+    """Structured diff between two revisions (JSON Pointer paths, line diffs for long
+    strings, and which sources changed)."""
+    task = await get_task(ctx, principal, raw_task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        old = await store.find_revision(uow.connection, task.id, start)
+        new = await store.find_revision(uow.connection, task.id, end)
+    missing = [
+        FieldError(name, "no such revision")
+        for name, row in (("from", old), ("to", new))
+        if row is None
+    ]
+    if missing:
+        raise Unprocessable("unknown revision", error_code=ErrorCode.VALIDATION, errors=missing)
+    assert old is not None
+    assert new is not None
+    return {
+        "from": start,
+        "to": end,
+        **structured_diff(
+            old["subject"], new["subject"], old["source_revisions"], new["source_revisions"]
+        ),
+    }
+
+
+async def note_view(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:
+    """Record that a reviewer looked at the task's current revision; returns the revision
+    they had seen before (``None``: never)."""
+    if principal.role is Role.PRODUCER or not task.has_subject:
+        return None
+    async with ctx.database.transaction() as uow:
+        previous = await store.record_view(
+            uow.connection,
+            task_id=task.id,
+            principal_id=principal.principal_id,
+            revision=int(task.current_revision or 0),
+            now=ctx.now(),
+        )
+        await uow.commit()
+    return previous

@@ -1,0 +1,212 @@
+"""Console sessions: signing in with a password or through the identity provider,
+resuming a session from its cookie, signing out.
+
+Sessions are server-side rows: the browser holds a random id (only its SHA-256 is
+stored), so signing out, disabling a user or an idle/absolute lifetime ending takes
+effect on the very next request. Failed sign-ins are counted per account and per address;
+past the limit sign-in is refused (429) until the window has passed, whatever the
+password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from signoff.domain.states import Role
+from signoff.domain.users import User
+from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated
+from signoff.services.context import ServiceContext
+from signoff.services.users import check_identity, hash_token, verify_password
+from signoff.store import users as store
+
+log = structlog.get_logger("signoff.users")
+
+SESSION_TOUCH_SECONDS = 60
+"""A session's last-seen time is written at most this often (idle lifetime granularity)."""
+
+
+@dataclass(frozen=True)
+class SignedInSession:
+    """A live console session: the id for the cookie (never stored), and its user."""
+
+    session_id: str
+    user: User
+
+
+def _scopes(username: str, address: str | None) -> list[str]:
+    scopes = [f"account:{username.strip().lower()}"]
+    if address:
+        scopes.append(f"address:{address}")
+    return scopes
+
+
+async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: datetime) -> None:
+    window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+    for scope in scopes:
+        count, oldest = await store.failures_since(conn, scope, now - window)
+        limit = (
+            ctx.settings.login_max_failures
+            if scope.startswith("account:")
+            else ctx.settings.login_max_failures_per_address
+        )
+        if count >= limit and oldest is not None:
+            retry_at = oldest + window
+            wait = max(1, int((retry_at - now).total_seconds()) + 1)
+            what = "this account" if scope.startswith("account:") else "this address"
+            raise TooManyRequests(
+                f"too many failed sign-ins for {what}; try again in "
+                f"{_minutes(wait)} (at {retry_at.strftime('%H:%M')} UTC)",
+                error_code=ErrorCode.TOO_MANY_ATTEMPTS,
+                extra={"retry_after": wait},
+            )
+
+
+def _minutes(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds} seconds"
+    minutes = (seconds + 59) // 60
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+async def sign_in(
+    ctx: ServiceContext, username: str, password: str, *, address: str | None
+) -> SignedInSession:
+    """Check a local password and open a session.
+
+    Raises:
+        TooManyRequests: 429 ``ERR_TOO_MANY_ATTEMPTS`` past the failure limit.
+        Unauthenticated: 401 ``ERR_BAD_CREDENTIALS`` (unknown user or wrong password: the
+            same answer, after the same Argon2 work).
+        Forbidden: 403 ``ERR_USER_DISABLED`` (only said once the password was right).
+    """
+    username = username.strip()
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        user = await store.find_user_for_login(uow.connection, username) if username else None
+        scopes = _scopes(user.principal_id if user else username, address)
+        await _throttle(ctx, uow.connection, scopes, now)
+    good = await asyncio.to_thread(
+        verify_password, user.password_hash if user and user.source == "local" else None, password
+    )
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        if not good or user is None:
+            await _throttle(ctx, conn, scopes, now)  # a parallel guess may have tipped it
+            window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+            await store.forget_failures(conn, scopes, before=now - window)
+            for scope in scopes:
+                await store.record_failure(conn, scope, now)
+            await uow.commit()
+            log.info("user.sign_in_failed", username=username[:100], address=address)
+            raise Unauthenticated(
+                "the username or password is not right", error_code=ErrorCode.BAD_CREDENTIALS
+            )
+        if user.disabled_at is not None:
+            raise Forbidden(
+                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
+            )
+        await store.forget_failures(conn, scopes[:1])
+        session = await _open_session(ctx, conn, user, now)
+        await uow.commit()
+    log.info("user.signed_in", principal_id=user.principal_id, method="password")
+    return session
+
+
+async def _open_session(
+    ctx: ServiceContext, conn: Any, user: User, now: datetime
+) -> SignedInSession:
+    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
+    longest = timedelta(seconds=ctx.settings.session_max_seconds)
+    await store.delete_stale_sessions(conn, idle_before=now - idle, created_before=now - longest)
+    session_id = secrets.token_urlsafe(32)
+    await store.insert_session(conn, id_hash=hash_token(session_id), user_id=user.id, now=now)
+    return SignedInSession(session_id, user)
+
+
+async def sign_in_oidc(
+    ctx: ServiceContext, *, principal_id: str, email: str | None, groups: list[str], role: Role
+) -> SignedInSession:
+    """Open a session for someone the identity provider vouched for. Their user row is
+    created or brought up to date (role, groups, e-mail come from the provider).
+
+    Raises:
+        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when a local
+            account has this principal id (single sign-on never takes one over).
+    """
+    groups = [g for g in groups if g and not any(c.isspace() or c == "," for c in g)]
+    check_identity(principal_id, role, groups, email)
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        user = await store.find_user(conn, principal_id)
+        if user is None:
+            user = await store.insert_user(
+                conn,
+                user_id=uuid.uuid4(),
+                principal_id=principal_id,
+                role=role,
+                groups=groups,
+                email=email,
+                password_hash=None,
+                source="oidc",
+                now=now,
+            )
+        elif user.source != "oidc":
+            raise Forbidden(
+                f"a local account named {principal_id} exists; sign in with its password, "
+                "or ask an administrator",
+                error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+            )
+        elif user.disabled_at is not None:
+            raise Forbidden(
+                "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
+            )
+        else:
+            user = await store.update_user(
+                conn, user.id, role=role.value, groups=groups, email=email, updated_at=now
+            )
+        session = await _open_session(ctx, conn, user, now)
+        await uow.commit()
+    log.info("user.signed_in", principal_id=principal_id, method="oidc", role=role.value)
+    return session
+
+
+async def resume_session(ctx: ServiceContext, session_id: str) -> User | None:
+    """The user of a live session, or ``None`` when the session is unknown, ended,
+    idle too long, too old, or its user is disabled (the session is then removed)."""
+    id_hash = hash_token(session_id)
+    now = ctx.now()
+    async with ctx.database.transaction(write=False) as uow:
+        found = await store.find_session(uow.connection, id_hash)
+    if found is None:
+        return None
+    row, user = found
+    idle = timedelta(seconds=ctx.settings.session_idle_seconds)
+    longest = timedelta(seconds=ctx.settings.session_max_seconds)
+    live = (
+        user.disabled_at is None
+        and now - row.last_seen_at < idle
+        and now - row.created_at < longest
+    )
+    if live and now - row.last_seen_at < timedelta(seconds=SESSION_TOUCH_SECONDS):
+        return user
+    async with ctx.database.transaction() as uow:
+        if live:
+            await store.touch_session(uow.connection, id_hash, now)
+        else:
+            await store.delete_session(uow.connection, id_hash)
+        await uow.commit()
+    return user if live else None
+
+
+async def sign_out(ctx: ServiceContext, session_id: str) -> None:
+    async with ctx.database.transaction() as uow:
+        await store.delete_session(uow.connection, hash_token(session_id))
+        await uow.commit()

@@ -1,0 +1,82 @@
+"""The package keeps its layers: the import-linter contracts in pyproject.toml hold, and
+each of them catches the import it forbids."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "src" / "signoff"
+
+#: One import each contract forbids, in the order of the contracts: (module that imports,
+#: what it imports).
+VIOLATIONS = (
+    ("services/keys.py", "signoff.api"),
+    ("workers/outage.py", "signoff.store.tasks"),
+    ("client/_webhooks.py", "signoff.domain"),
+    ("domain/clock.py", "sqlalchemy"),
+    ("services/notifications.py", "signoff.services.revisions"),
+)
+
+CONTRACTS = [
+    contract["name"]
+    for contract in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+]
+
+
+def lint_imports(src: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the package found under ``src``, with the project's contracts."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("lint-imports")),
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            "--no-cache",
+            "--no-logo",
+        ],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_package_keeps_every_contract() -> None:
+    result = lint_imports(ROOT / "src")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = words(result.stdout)
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in report
+    for contract in CONTRACTS:
+        assert f"{contract} KEPT" in report
+
+
+def test_each_contract_catches_what_it_forbids(tmp_path: Path) -> None:
+    assert len(VIOLATIONS) == len(CONTRACTS)
+    copy = tmp_path / "signoff"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    for module, imported in VIOLATIONS:
+        with (copy / module).open("a") as source:
+            source.write(f"\nimport {imported}  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = words(result.stdout)
+    assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in report, result.stdout
+    for (module, imported), contract in zip(VIOLATIONS, CONTRACTS, strict=True):
+        assert f"{contract} BROKEN" in report
+        # Each is named where it is reported (a cycle by the modules' last names).
+        importer = module.removesuffix(".py").replace("/", ".")
+        assert importer.rsplit(".", 1)[-1] in report
+        assert imported.rsplit(".", 1)[-1] in report
