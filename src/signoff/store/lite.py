@@ -30,6 +30,7 @@ from sqlalchemy import Column, Table
 from sqlalchemy.dialects import sqlite
 
 from signoff.domain.states import Action, transition
+from signoff.store.refused import TaskRefused
 from signoff.store.tables import (
     JsonText,
     fanned_out_at_sql,
@@ -38,7 +39,6 @@ from signoff.store.tables import (
     review_tasks,
     task_events,
 )
-from signoff.store.writes import TaskRefused
 
 _DIALECT = sqlite.dialect()
 Processor = Callable[[Any], Any] | None

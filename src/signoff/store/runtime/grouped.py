@@ -64,8 +64,8 @@ import structlog
 
 from signoff.metrics import GROUP_COMMIT_ENABLED
 from signoff.store.oneshot import ESCALATE, JSON_COLUMNS, TASK_CONFLICT, Statement
+from signoff.store.refused import TaskRefused
 from signoff.store.runtime.availability import database_unavailable
-from signoff.store.writes import TaskRefused
 
 log = structlog.get_logger("signoff.store.runtime.grouped")
 

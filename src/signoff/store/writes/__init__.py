@@ -20,7 +20,6 @@ the service.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -28,19 +27,7 @@ from typing import Any, Protocol
 from signoff.domain.states import Decision
 from signoff.domain.tasks import Principal, Task
 from signoff.store.idempotency import StoredIdempotencyKey
-
-
-class TaskRefused(Exception):
-    """A unique rule refused the escalation's task (the same id, or an active task for the
-    entity); the escalation was undone, key included. ``looked``: the task that refused it
-    was looked for; ``refusing`` is then its ``id``, ``producer_id`` and ``same_id`` (as
-    :data:`~signoff.store.oneshot.TASK_CONFLICT` answers), or ``None`` when it is gone
-    already. :meth:`TaskWrites.escalate` raises it looked for."""
-
-    def __init__(self, refusing: Mapping[str, Any] | None = None, *, looked: bool = False):
-        super().__init__("task refused")
-        self.refusing = refusing
-        self.looked = looked
+from signoff.store.refused import TaskRefused as TaskRefused
 
 
 @dataclass(frozen=True)
