@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 import httpx
 
@@ -210,3 +211,16 @@ def test_htmx_requests_get_problems_not_pages(server: LiveServer) -> None:
         gone = browser.get("/console/account", headers={"HX-Request": "true"})
         assert gone.status_code == 401
         assert gone.headers["hx-redirect"] == "/console/login?next=/console/account"
+
+
+def test_switches_take_true_or_false_not_numbers(server) -> None:  # type: ignore[no-untyped-def]
+    with server.admin() as admin:
+        made = admin.post("/users", json={"principal_id": "nina", "role": "reviewer"})
+        assert made.status_code == 201, made.text
+        refused = admin.patch("/users/nina", json={"disabled": 0})
+        assert (refused.status_code, refused.json()["error_code"]) == (422, "ERR_VALIDATION")
+        listed = admin.get("/users").json()["items"]
+        assert [u["disabled"] for u in listed if u["principal_id"] == "nina"] == [False]
+        # The body is refused before any endpoint is looked up.
+        flipped = admin.patch(f"/webhook-endpoints/{uuid.uuid4()}", json={"enabled": 1})
+        assert (flipped.status_code, flipped.json()["error_code"]) == (422, "ERR_VALIDATION")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from signoff.domain.decisions import NOTES_MAX_LENGTH, notes_rule
@@ -216,7 +216,7 @@ class UpdateWebhookEndpointRequest(_Strict):
 
     # Omitted means "unchanged"; null is refused (so the schema does not offer it).
     url: Annotated[str, Field(min_length=1, max_length=2048)] | SkipJsonSchema[None] = None
-    enabled: bool | SkipJsonSchema[None] = None
+    enabled: StrictBool | SkipJsonSchema[None] = None
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
     description: str | None = Field(default=None, max_length=1000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.responses import Response
 
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
@@ -36,7 +36,7 @@ class CreateUserRequest(BaseModel):
 class UpdateUserRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    disabled: bool | None = Field(
+    disabled: StrictBool | None = Field(
         default=None, description="true ends every session of the user at once."
     )
     role: Literal["reviewer", "supervisor", "admin"] | None = None
