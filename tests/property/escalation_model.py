@@ -166,11 +166,11 @@ DOCUMENTS = {"diagnostic_bundle", "subject", "resolution_payload", "result", "su
 
 def unstorable_text(body: Any) -> Iterator[str]:
     """The request boundary's text guard (docs/api.md): outside documents, no string or
-    key holds U+0000 or runs over 500 characters (``notes`` 65,536, ``url`` 2,048,
-    ``description`` 1,000)."""
+    key holds U+0000 or runs over 500 characters (``notes`` 10,000,
+    ``url`` 2,048, ``description`` 1,000)."""
     if not isinstance(body, dict):
         return
-    bounds = {"notes": 65536, "url": 2048, "description": 1000}
+    bounds = {"notes": 10_000, "url": 2048, "description": 1000}
 
     def walk(value: Any, path: str, limit: int) -> Iterator[str]:
         # A top-level field named "" has the empty path: reported as "(root)".
@@ -181,8 +181,8 @@ def unstorable_text(body: Any) -> Iterator[str]:
             for key, item in value.items():
                 if "\x00" in key or len(key) > 500:
                     yield path or "(root)"
-                else:
-                    yield from walk(item, f"{path}.{key}", limit)
+                else:  # a key under the empty path is the path itself, as the guard joins
+                    yield from walk(item, f"{path}.{key}" if path else key, limit)
         elif isinstance(value, list):
             for index, item in enumerate(value):
                 yield from walk(item, f"{path}[{index}]", limit)
