@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -797,3 +798,195 @@ def test_notes_have_one_limit_and_one_rule_on_every_door(
     assert kept.json()["notes"] == exactly  # never cut
     for task in (linked, direct):
         assert len(events(producer, task["id"])) == (1 if task is linked else 3)
+
+
+# A link decision is a claim and a resolve: what may happen between them ----------------
+
+
+def _decide_with(
+    waiting: LiveServer,
+    link: str,
+    decision: str,
+    *,
+    notes: str | None = None,
+    before_claim: Callable[[ServiceContext], Any] | None = None,
+    before_resolve: Callable[[ServiceContext], Any] | None = None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """Decide through ``link`` in this process, running ``before_claim`` or
+    ``before_resolve`` (another request's change, committed) at that moment."""
+    from signoff.domain.states import Decision
+    from signoff.services import resume_links
+    from signoff.services import tasks as task_service
+
+    real_claim, real_resolve = task_service.claim, task_service.resolve
+    token = link.rsplit("/", 1)[1]
+
+    async def work(context: ServiceContext) -> Any:
+        async def claim(*args: Any, **kwargs: Any) -> Any:
+            if before_claim is not None:
+                await before_claim(context)
+            return await real_claim(*args, **kwargs)
+
+        async def resolve(*args: Any, **kwargs: Any) -> Any:
+            if before_resolve is not None:
+                await before_resolve(context)
+            return await real_resolve(*args, **kwargs)
+
+        monkeypatch.setattr(resume_links.task_service, "claim", claim)
+        monkeypatch.setattr(resume_links.task_service, "resolve", resolve)
+        return await resume_links.decide_by_link(
+            context, token, Decision(decision), csrf=None, caller=None, notes=notes
+        )
+
+    return asyncio.run(_with_context(waiting.settings, waiting.clock, work))
+
+
+def _supervisor(waiting: LiveServer) -> Any:
+    from signoff.domain.states import Role
+    from signoff.domain.tasks import Principal
+
+    return Principal(key_id=uuid.uuid4(), principal_id="sam", role=Role.SUPERVISOR)
+
+
+def test_a_reassignment_between_reading_a_link_and_claiming_decides_nothing(
+    waiting: LiveServer, mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from signoff.services import supervision
+
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers", "legal"])  # allowed in both groups
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+
+    async def move(context: ServiceContext) -> None:
+        await supervision.reassign(context, _supervisor(waiting), task["id"], "legal")
+
+    state = _decide_with(
+        waiting, url, "REJECTED", notes="No.", before_claim=move, monkeypatch=monkeypatch
+    )
+    assert (state.http_status, state.state) == (410, "gone")
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["status"], shown["decision"], shown["assigned_group"]) == (
+        "PENDING_REVIEW",
+        None,
+        "legal",
+    )
+
+
+def test_a_change_after_the_claim_gives_the_task_back_and_says_what_the_link_shows(
+    waiting: LiveServer, mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from signoff.services import waiting as waiting_service
+
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    producer_principal = asyncio.run(
+        _with_context(
+            waiting.settings,
+            waiting.clock,
+            lambda c: _principal_of(c, producer.key or ""),
+        )
+    )
+
+    async def cancel(context: ServiceContext) -> None:
+        await waiting_service.cancel(context, producer_principal, task["id"])
+
+    state = _decide_with(waiting, url, "APPROVED", before_resolve=cancel, monkeypatch=monkeypatch)
+    assert (state.http_status, state.state) == (410, "gone")
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["status"], shown["decision"], shown["claimed_by"]) == ("CANCELLED", None, None)
+
+
+async def _principal_of(context: ServiceContext, key: str) -> Any:
+    from signoff.services import keys
+
+    return await keys.authenticate(context, key)
+
+
+def test_a_failure_after_the_claim_leaves_no_lease_behind(
+    waiting: LiveServer, mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+
+    async def crash(context: ServiceContext) -> None:
+        raise RuntimeError("the process failed here")
+
+    with pytest.raises(RuntimeError):
+        _decide_with(waiting, url, "APPROVED", before_resolve=crash, monkeypatch=monkeypatch)
+    shown = producer.get(f"/tasks/{task['id']}").json()
+    assert (shown["status"], shown["claimed_by"], shown["decision"]) == (
+        "PENDING_REVIEW",
+        None,
+        None,
+    )
+
+
+def test_a_link_never_takes_the_lease_its_approver_holds_in_the_console(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    token = alice.claim(task["id"]).json()["lease_token"]
+    refused = httpx.post(url, json={"decision": "APPROVED"})
+    assert (refused.status_code, refused.json()["error_code"]) == (409, "ERR_STATE_CONFLICT")
+    assert "decide there" in refused.json()["message"]
+    assert alice.renew(task["id"], token).status_code == 200  # her lease is still hers
+
+
+def test_notes_with_nul_are_refused_on_every_door_before_anything_is_claimed(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    page = httpx.get(url)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    form = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED", "notes": "a\x00b"})
+    assert form.status_code == 422
+    assert "U+0000" in form.text
+    as_json = httpx.post(url, json={"decision": "REJECTED", "notes": "a\x00b"})
+    assert (as_json.status_code, as_json.json()["error_code"]) == (422, "ERR_VALIDATION")
+    assert producer.get(f"/tasks/{task['id']}").json()["version"] == 1
+
+
+def test_an_open_link_shows_its_page_again_when_someone_else_holds_the_task(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    bob = person(waiting, "reviewer", "bob", ["reviewers"])
+    task = waiting_task(waiting, producer)
+    url = _open_link(waiting, mailbox, "alice@example.org")
+    page = httpx.get(url)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    assert bob.claim(task["id"]).status_code == 200
+    busy = httpx.post(url, data={"csrf": csrf, "decision": "REJECTED", "notes": "Not ours."})
+    assert busy.status_code == 409
+    assert "Not ours." in busy.text  # the notes are kept
+    assert 'name="decision"' in busy.text  # the form is there, to try again later
+
+
+def test_after_a_reassignment_the_new_groups_link_decides(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    person(waiting, "reviewer", "lena", ["legal"])
+    supervisor = person(waiting, "supervisor", "sam", [])
+    task = waiting_task(waiting, producer)
+    old = _open_link(waiting, mailbox, "alice@example.org")
+    assert supervisor.post(f"/tasks/{task['id']}/reassign", json={"group": "legal"}).is_success
+    new = _open_link(waiting, mailbox, "lena@example.org")
+    assert httpx.get(old).status_code == 410
+    decided = httpx.post(new, json={"decision": "REJECTED", "notes": "Legal says no."})
+    assert decided.json()["state"] == "decided", decided.text
+    assert producer.get(f"/tasks/{task['id']}").json()["operator_id"] == "lena"

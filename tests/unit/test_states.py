@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import pytest
+
 from signoff.domain.clock import ManualClock
 from signoff.domain.states import TRANSITIONS, Action, LeaseRule, Role, TaskStatus
 from signoff.domain.tasks import Principal, Task, hash_lease_token, refusal_for, task_view
@@ -125,3 +127,21 @@ def test_refusals_name_the_precise_reason() -> None:
         ).error_code
         == "ERR_STATE_CONFLICT"
     )  # type: ignore[arg-type]
+
+
+def test_exactly_the_changes_that_move_or_end_a_wait_withdraw_its_resume_links() -> None:
+    ending = {action for action, step in TRANSITIONS.items() if step.ends_links}
+    assert ending == {
+        Action.REASSIGN,
+        Action.HAND_OVER,
+        Action.EXPIRE,
+        Action.CANCEL,
+        Action.WITHDRAW,
+    }
+
+
+def test_no_single_statement_can_be_built_for_a_change_that_ends_links() -> None:
+    from signoff.store import oneshot
+
+    with pytest.raises(ValueError, match="ends resume links"):
+        oneshot._record(TRANSITIONS[Action.CANCEL], "u", "'{}'")

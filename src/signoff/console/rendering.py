@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from signoff.console.views import duration_text
-from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, notes_rule
+from signoff.domain.decisions import choices, notes_rule
 
 environment = jinja2.Environment(
     loader=jinja2.PackageLoader("signoff.console", "templates"),
@@ -17,9 +17,7 @@ environment = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 #: The decision rules every page renders its buttons, hints and limits from.
-environment.globals.update(
-    decision_choices=choices, notes_rule=notes_rule(), NOTES_MAX_LENGTH=NOTES_MAX_LENGTH
-)
+environment.globals.update(decision_choices=choices, notes_rule=notes_rule())
 environment.filters["duration"] = duration_text
 
 

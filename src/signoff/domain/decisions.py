@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
+from signoff.domain.json_input import text_problem
 from signoff.domain.states import Decision
 from signoff.errors import FieldError, Unprocessable, validation_error
 
@@ -174,9 +175,11 @@ def checked_notes(decision: Decision, notes: object) -> str | None:
     """
     if notes is not None and not isinstance(notes, str):
         raise _notes_error("must be a string")
+    # The text guard every JSON body meets, for the form doors too: measured as sent.
+    problem = text_problem(notes, limit=NOTES_MAX_LENGTH) if notes else None
+    if problem is not None:
+        raise _notes_error(problem)
     text = (notes or "").strip() or None
-    if text is not None and len(text) > NOTES_MAX_LENGTH:
-        raise _notes_error(f"must be at most {NOTES_MAX_LENGTH:,} characters")
     rule = rule_for(decision)
     if text is None and rule.notes_required:
         raise _notes_error(f"are required to {rule.verb}: {rule.notes_hint}")

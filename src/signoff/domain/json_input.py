@@ -204,3 +204,14 @@ def _may_have_problems(text: str) -> bool:
     if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
         return True
     return text.count("[") + text.count("{") > MAX_DEPTH
+
+
+def text_problem(text: str, *, limit: int) -> str | None:
+    """Why ``text`` cannot reach a column, or ``None``."""
+    if "\x00" in text:
+        return "must not contain U+0000"
+    if has_lone_surrogate(text):
+        return "must not contain a lone UTF-16 surrogate"
+    if len(text) > limit:
+        return f"must be at most {limit:,} characters"
+    return None

@@ -92,7 +92,7 @@ class LeaseRule(StrEnum):
     nobody else has claimed the task (renew, release)."""
     CLAIMABLE_OR_OWN = "claimable_or_own"
     """Claimable, or claimed by the caller (a claim by the holder renews the lease under a
-    fresh token; a resume link claims and resolves at once)."""
+    fresh token)."""
     HELD_LIVE = "held_live"
     """The current token *and* a live lease: after a lapse the holder must renew
     explicitly first: a lapsed lease is never silently extended."""

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from signoff.domain.decisions import NOTES_MAX_LENGTH
-from signoff.domain.json_input import has_lone_surrogate
+from signoff.domain.json_input import text_problem
 from signoff.errors import FieldError
 
 #: Top-level request fields whose value is stored whole as a JSON document.
@@ -38,17 +38,6 @@ MAX_TEXT_LENGTH = 500
 MAX_PARAMETER_LENGTH = 255
 #: Fields with a bound of their own (free text that is never indexed).
 FIELD_BOUNDS: dict[str, int] = {"notes": NOTES_MAX_LENGTH, "url": 2048, "description": 1000}
-
-
-def text_problem(text: str, *, limit: int) -> str | None:
-    """Why ``text`` cannot reach a column, or ``None``."""
-    if "\x00" in text:
-        return "must not contain U+0000"
-    if has_lone_surrogate(text):
-        return "must not contain a lone UTF-16 surrogate"
-    if len(text) > limit:
-        return f"must be at most {limit:,} characters"
-    return None
 
 
 def _walk(value: Any, path: str, limit: int) -> Iterator[FieldError]:

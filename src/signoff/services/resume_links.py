@@ -64,8 +64,9 @@ async def _load_link(
         raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
     # Read the link again, after the task: a reassignment revokes links in the same commit
     # that moves the task, so either this read sees the revocation, or the task read above
-    # predates the move and the conditional resolve (same level and group) matches nothing.
-    # Reading the link only before the task let a move commit in between (READ COMMITTED).
+    # predates the move and the decision meets it later (the claim ends in another group,
+    # the link is read again after the claim, or the move ends the lease it resolves
+    # under). Reading the link only before the task let a move commit in between.
     row = await store.find_resume_token(uow.connection, token_hash)
     if row is None:
         raise NotFound("this link is not known", error_code=ErrorCode.LINK_NOT_FOUND)
@@ -149,16 +150,22 @@ async def decide_by_link(
     :func:`signoff.services.tasks.claim` and :func:`signoff.services.tasks.resolve`, as
     the approver is now (their live reviewer key or console account, its role and groups).
 
-    A repeated or late click is a no-op that shows the recorded outcome; after expiry,
-    cancellation or a move to another group, 410. ``csrf`` is required from browsers
-    (forms) and ``None`` for JSON callers; a JSON caller that authenticates must be the
-    link's approver. Nothing is claimed when the decision itself is refused.
+    A repeated or late click shows the recorded outcome; after expiry, cancellation or a
+    withdrawal (the task moved to another group), 410 and nothing changes. ``csrf`` is
+    required from browsers (forms) and ``None`` for JSON callers; a JSON caller that
+    authenticates must be the link's approver. What the decision rules refuse is refused
+    before anything is claimed. An approver who holds the task in the console decides
+    there (their lease is theirs: a link never replaces it). Everything else that stops
+    the decision after the claim gives the task back at once; only a process that dies
+    in between leaves the lease to lapse (``SIGNOFF_LEASE_SECONDS``).
 
     Raises:
         NotFound: unknown link. Forbidden: wrong form token, another principal, the
         producer's own principal, an approver no longer in the task's group or without a
-        reviewer role. Conflict: someone else holds a live lease, or the subject changed.
-        Unprocessable: what the decision rules require (notes, a subject).
+        reviewer role. Conflict: someone else holds a live lease (the approver too, in
+        the console), the approver already holds as many leases as anyone may, or the
+        subject changed. Unprocessable: what the decision rules require (notes, a
+        subject).
     """
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
@@ -191,11 +198,24 @@ async def decide_by_link(
     refusal = decision_refusal(task, approver, decision, revision, digest)
     if refusal is not None:
         raise refusal
+    if task.claimed_by == approver_id and not task.lease_lapsed(now):
+        raise Conflict(
+            "you are reviewing this task in the console: decide there (your lease and notes "
+            "are waiting), or release it first",
+            error_code=ErrorCode.STATE_CONFLICT,
+        )
     try:
         grant = await task_service.claim(ctx, approver, str(task.id))
     except SignoffError as error:
-        return await _after_refused_claim(ctx, token, error)
+        return await _as_the_link_shows_it(ctx, token, error)
     try:
+        # The link may have been withdrawn (a reassignment commits the move and the
+        # withdrawal together) between its reading above and the claim: decide nothing.
+        async with ctx.database.transaction(write=False) as uow:
+            row, _ = await _load_link(uow, ctx, token, now)
+        if row["revoked_at"] is not None:
+            await _give_back(ctx, approver, str(task.id), grant.lease_token)
+            return LinkState(410, "gone", WITHDRAWN)
         resolved = await task_service.resolve(
             ctx,
             approver,
@@ -207,8 +227,12 @@ async def decide_by_link(
             revision=revision,
             digest=digest,
         )
-    except SignoffError:
-        # Changed between the claim and the resolve (a new revision): give it back.
+    except SignoffError as error:
+        # Changed after the claim (a new revision, a move, a cancellation): give it back,
+        # and answer what the link shows now if it is no longer open.
+        await _give_back(ctx, approver, str(task.id), grant.lease_token)
+        return await _as_the_link_shows_it(ctx, token, error)
+    except BaseException:
         await _give_back(ctx, approver, str(task.id), grant.lease_token)
         raise
     if resolved.has_subject:
@@ -230,9 +254,10 @@ async def decide_by_link(
     )
 
 
-async def _after_refused_claim(ctx: ServiceContext, token: str, error: SignoffError) -> LinkState:
-    """A claim refused because the task moved on shows what the link shows now (decided,
-    gone); any other refusal (someone else is reviewing, not in the group) is the error."""
+async def _as_the_link_shows_it(ctx: ServiceContext, token: str, error: SignoffError) -> LinkState:
+    """A refusal because the task moved on (decided by a racing click, cancelled, expired,
+    withdrawn) answers what the link shows now; any other refusal (someone else is
+    reviewing, not in the group) is the error."""
     now = ctx.now()
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
@@ -243,5 +268,7 @@ async def _after_refused_claim(ctx: ServiceContext, token: str, error: SignoffEr
 
 
 async def _give_back(ctx: ServiceContext, approver: Principal, task_id: str, token: str) -> None:
-    with contextlib.suppress(SignoffError):  # the lease already ended: nothing to give back
+    """Best effort: a lease that already ended, or a database that cannot be reached, leaves
+    nothing more to do here (an unreleased lease lapses by itself)."""
+    with contextlib.suppress(Exception):
         await task_service.release(ctx, approver, task_id, token)

@@ -239,8 +239,12 @@ _FANNED_OUT_AT = fanned_out_at_sql(":now::timestamptz")
 
 def _record(step: Transition, r: str, details: str) -> str:
     """The audit CTE (``a``) and, for published transitions, the outbox CTE (``o``) of
-    ``step`` applied to row ``r``. Parameters: ``:actor``, ``:actor_role``, ``:now``,
+    ``step`` applied to row ``r``. No single statement makes a change that ends resume
+    links (:func:`signoff.store.trail.append_transition` does that): refused here, when
+    the statements are built. Parameters: ``:actor``, ``:actor_role``, ``:now``,
     ``:now_text``, ``:event_id``."""
+    if step.ends_links:
+        raise ValueError(f"{step.action} ends resume links: write it through append_transition")
     audit = (
         "a AS (INSERT INTO task_events (task_id, event_type, action, status, version,"
         " actor_id, actor_role, details, created_at)"

@@ -24,7 +24,7 @@ from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
 from signoff.console.auth import current_user
 from signoff.console.views import flatten, scalar_text
-from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, notes_rule, parse_decision
+from signoff.domain.decisions import choices, notes_rule, parse_decision
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import FieldError, SignoffError, validation_error
@@ -40,9 +40,7 @@ _templates = jinja2.Environment(
     ),
     autoescape=True,
 )
-_templates.globals.update(
-    decision_choices=choices, notes_rule=notes_rule(), NOTES_MAX_LENGTH=NOTES_MAX_LENGTH
-)
+_templates.globals.update(decision_choices=choices, notes_rule=notes_rule())
 
 POLICY_SCHEMA = {
     "type": "object",
@@ -311,9 +309,8 @@ async def use_link(
     except SignoffError as error:
         if as_json:
             return problem_response(error)
-        if error.errors:  # what the decision needs: the same page again, notes kept
-            return await _page_again(context, token, error, notes)
-        return _error_page(error)
+        # A link that is still open shows its page again, the reason on top, the notes kept.
+        return await _page_again(context, token, error, notes)
     return _link_json(state) if as_json else _page(state)
 
 
@@ -321,6 +318,8 @@ async def _page_again(context: Any, token: str, error: SignoffError, notes: obje
     try:
         state = await resume_links.view_link(context, token)
     except SignoffError:
+        return _error_page(error)
+    if state.state != "open":
         return _error_page(error)
     status = problem_response(error).status_code
     kept = notes if isinstance(notes, str) else ""

@@ -211,9 +211,12 @@
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     // A refusal answers with its status (403, 409, 422) and the task as it is now, with
-    // the reason as a notice: show it like any other answer.
+    // the reason as a notice: show it like any other answer. Any other error answer (a
+    // stale form token, a task that is gone) leaves the page as it is.
     var status = event.detail.xhr && event.detail.xhr.status;
-    if (status >= 400 && status < 500 && event.detail.target && event.detail.target.id === "task-body") {
+    var body = event.detail.xhr && event.detail.xhr.responseText;
+    if (status >= 400 && status < 500 && event.detail.target && event.detail.target.id === "task-body" &&
+        body && /id="task-body"/.test(body)) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
