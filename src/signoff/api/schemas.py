@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
-from signoff.domain.decisions import NOTES_MAX_LENGTH, notes_rule
+from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
 from signoff.domain.states import Decision, Role
 
 #: Revision numbers are 32-bit integers in the database.
@@ -38,7 +38,10 @@ class ResolveRequest(_Strict):
     """The decision, with the notes the decision rules ask for and an optional payload for
     the source system."""
 
-    decision: Decision
+    # The enum inline: request bodies are documented from the model's own schema.
+    decision: Annotated[
+        Decision, WithJsonSchema({"type": "string", "enum": [d.value for d in DECISION_RULES]})
+    ]
     notes: str | None = Field(
         default=None,
         description=notes_rule(),

@@ -302,3 +302,31 @@ def test_a_reviewer_back_on_a_revised_task_sees_the_diff_beside_their_earlier_no
     expect(ann.locator("table.diff")).to_contain_text("Q3 results")
     expect(ann.locator(".earlier")).to_contain_text("REVISION_REQUESTED on revision 1 at")
     expect(ann.locator(".earlier")).to_contain_text("“the title must name the quarter”")
+
+
+def test_a_refused_decision_shows_why_on_the_page(served: Served, signed_in: Any) -> None:
+    """The server answers a refused decision with its status (409 here: a supervisor
+    force-released the lease meanwhile, and the page did not hear of it: its live updates
+    are cut) and the task as it is now; the page shows it."""
+    producer = served.key("producer", "bot")
+    supervisor = served.key("supervisor", "sam")
+    task_id = served.escalate(producer)
+    ann = signed_in("ann")
+    ann.route("**/console/events*", lambda route: route.abort())
+    ann.goto(_task_url(task_id))
+    ann.locator("[data-key=c]").click()
+    expect(ann.locator("#lease-timer")).to_be_visible()
+    with served.api(supervisor) as api:
+        assert api.post(f"/tasks/{task_id}/force-release").status_code == 200
+    ann.locator("#next-toggle").uncheck()
+    ann.locator("#notes").fill("The counterparty is sanctioned.")
+    with ann.expect_response(re.compile(r"/decide$")) as answer:
+        ann.get_by_role("button", name="Reject").click()
+        ann.get_by_role("button", name="Confirm").click()
+    assert answer.value.status == 409
+    refusal = ann.locator('#notices .notice.error[data-error-code="ERR_LEASE_LOST"]')
+    expect(refusal).to_be_visible()
+    expect(refusal).not_to_contain_text("ERR_")  # the code is for programs, not people
+    expect(ann.get_by_text("Nobody holds this task.")).to_be_visible()
+    with served.api(producer) as api:
+        assert api.get(f"/tasks/{task_id}").json()["decision"] is None
