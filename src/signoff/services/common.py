@@ -41,8 +41,9 @@ async def record_transition(
     now: datetime,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Append the transition's audit event and, if published, its outbox event
-    (:func:`signoff.store.trail.append_transition`); then its metric and log line."""
+    """Write what the transition table says the change writes (the audit event, the
+    outbox event when published, the end of the task's resume links when it ends them:
+    :func:`signoff.store.trail.append_transition`); then its metric and log line."""
     await trail.append_transition(uow, step, task, principal, now, details)
     note_transition(step, task, principal)
 
