@@ -245,3 +245,36 @@ def test_one_executor_at_a_time_and_a_lapsed_lease_is_taken_over(
         with pytest.raises(ExecutionLeaseLost):  # the dead one's token is fenced off
             crashed.complete("publish")
     assert agent.get_task(task.id).execution_status == "COMPLETED"
+
+
+LINTED = [{"action": "lint", "executed_at": datetime.now(UTC), "result": "clean"}]
+
+
+def test_a_reviewer_reads_the_subject_its_revisions_and_the_diff(server: LiveServer) -> None:
+    producer = Signoff(server.base_url, str(server.new_client("producer").key))
+    reviewer = Signoff(server.base_url, str(server.new_client("reviewer").key))
+    with producer, reviewer:
+        task = producer.escalate(
+            key=f"reads-{uuid.uuid4().hex[:8]}", entity_type="article",
+            entity_id=f"a-{uuid.uuid4().hex[:8]}", reason_code="EDITORIAL_REVIEW",
+            attempted_actions=LINTED,
+            evaluator_verdict={"confidence_score": 0.4, "threshold": 0.8},
+            input_snapshot={}, trace_id="t-reads",
+            subject={"title": "Rates", "body": "Held at 3.25%."},
+        )  # fmt: skip
+        producer.revise(task.id, {"title": "Rates", "body": "Cut to 3.00%."}, expected_revision=1)
+
+        revisions = reviewer.revisions(task.id)
+        assert [r.revision for r in revisions] == [1, 2]
+        first = reviewer.get_revision(task.id, 1)
+        assert first.subject == {"title": "Rates", "body": "Held at 3.25%."}
+        current = reviewer.get_revision(task.id)
+        assert current.revision == 2
+        assert current.subject == {"title": "Rates", "body": "Cut to 3.00%."}
+        assert current.digest == reviewer.get_task(task.id).digest
+        changes = reviewer.diff(task.id, from_revision=1, to_revision=2)
+        assert (changes.from_revision, changes.to_revision) == (1, 2)
+        assert [c["path"] for c in changes.changed] == ["/body"]
+        assert changes.changed[0]["to"] == "Cut to 3.00%."
+        with pytest.raises(NotFound):
+            reviewer.get_revision(task.id, 9)

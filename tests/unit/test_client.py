@@ -598,3 +598,70 @@ def test_an_execution_completed_under_another_operation_is_not_waited_for() -> N
     ):
         pass
     assert [c for c in calls if c.endswith("/execute")] == [calls[-1]]
+
+
+def test_wait_for_decision_reconnects_through_a_restart_until_its_own_timeout() -> None:
+    # A dropped connection and a restarting server (503) do not end the wait: it pauses
+    # with backoff and asks again, the same long-poll, until the decision comes.
+    now = [0.0]
+    op = ops.wait_for_decision("t", timeout=600, clock=lambda: now[0])
+    assert isinstance(next(op), ops.Call)
+    held = op.send(httpx.Response(200, json=task_json(version=3, status="CLAIMED")))
+    assert isinstance(held, ops.Call)
+    pauses = []
+    for error in (
+        ConnectionFailed("GET /tasks/t: ConnectError"),
+        ConnectionFailed("GET /tasks/t: RemoteProtocolError"),
+        NotReady("restarting", status=503, error_code="ERR_NOT_READY", problem={}),
+    ):
+        now[0] += 1.0
+        pause = op.throw(error)
+        assert isinstance(pause, ops.Pause)
+        assert 0 < pause.seconds <= ops.MAX_RECONNECT_PAUSE
+        pauses.append(pause.seconds)
+        again = op.send(None)
+        assert isinstance(again, ops.Call)
+        assert again.params == {"wait": 60, "after_version": 3}  # the same question again
+    with pytest.raises(StopIteration) as done:
+        op.send(
+            httpx.Response(200, json=task_json(version=4, status="RESOLVED", decision="APPROVED"))
+        )
+    assert done.value.value.decision == "APPROVED"
+
+
+def test_wait_for_decision_on_a_lost_server_times_out_only_at_its_timeout() -> None:
+    now = [0.0]
+    op = ops.wait_for_decision("t", timeout=10, clock=lambda: now[0])
+    next(op)
+    op.send(httpx.Response(200, json=task_json(version=1)))
+    now[0] = 9.0
+    pause = op.throw(ConnectionFailed("refused"))
+    assert isinstance(pause, ops.Pause)
+    assert pause.seconds <= 1.0  # never past the timeout
+    now[0] = 10.0
+    op.send(None)
+    with pytest.raises(DecisionTimeout) as raised:  # a timeout, with the last task seen
+        op.throw(ConnectionFailed("still refused"))
+    assert raised.value.task.version == 1
+    assert isinstance(raised.value.__cause__, ConnectionFailed)
+
+
+def test_wait_for_decision_cannot_start_without_the_server() -> None:
+    op = ops.wait_for_decision("t", timeout=0, clock=lambda: 0.0)
+    next(op)
+    with pytest.raises(ConnectionFailed):  # no task was ever seen: nothing to time out on
+        op.throw(ConnectionFailed("refused"))
+
+
+def test_wait_for_decision_raises_a_refusal_at_once() -> None:
+    op = ops.wait_for_decision("t", timeout=600, clock=lambda: 0.0)
+    next(op)
+    with pytest.raises(NotFound):
+        op.throw(NotFound("gone", status=404, error_code="ERR_TASK_NOT_FOUND", problem={}))
+
+
+def test_reconnect_pauses_grow_and_stay_below_their_cap() -> None:
+    for attempt in range(1, 40):
+        pause = ops.reconnect_pause(attempt)
+        assert 0 < pause <= min(ops.MAX_RECONNECT_PAUSE, 0.25 * 2**attempt)
+    assert max(ops.reconnect_pause(30) for _ in range(200)) > 1.0

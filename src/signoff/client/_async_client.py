@@ -18,7 +18,7 @@ from signoff.client._client import (
     DEFAULT_WAIT_FOR_LEASE,
 )
 from signoff.client._execution import AsyncExecutionRun
-from signoff.client._models import AuditEvent, Task, WebhookEndpoint
+from signoff.client._models import AuditEvent, Diff, Revision, Task, WebhookEndpoint
 from signoff.client._ops import OnConflict
 from signoff.client._transport import AsyncRunner
 
@@ -184,6 +184,20 @@ class AsyncSignoff:
 
     async def task_events(self, task_id: str | Task) -> list[AuditEvent]:
         return await self._runner.run(ops.task_events(task_id))
+
+    # --- reading what a person reviews ---------------------------------------------------
+    async def revisions(self, task_id: str | Task) -> list[Revision]:
+        """Every revision, oldest first: number, digest, author, time (the subject itself
+        through :meth:`get_revision`)."""
+        return await self._runner.run(ops.revisions(task_id))
+
+    async def get_revision(self, task_id: str | Task, revision: int | None = None) -> Revision:
+        """One revision with its ``subject`` (the current one when ``revision`` is None)."""
+        return await self._runner.run(ops.get_revision(task_id, revision))
+
+    async def diff(self, task_id: str | Task, *, from_revision: int, to_revision: int) -> Diff:
+        """What changed between two revisions (``added``, ``removed``, ``changed``, by path)."""
+        return await self._runner.run(ops.diff(task_id, from_revision, to_revision))
 
     def execution(
         self,

@@ -13,7 +13,7 @@ import httpx
 
 from signoff.client import _ops as ops
 from signoff.client._execution import ExecutionRun
-from signoff.client._models import AuditEvent, Task, WebhookEndpoint
+from signoff.client._models import AuditEvent, Diff, Revision, Task, WebhookEndpoint
 from signoff.client._ops import OnConflict
 from signoff.client._transport import SyncRunner
 
@@ -199,6 +199,20 @@ class Signoff:
 
     def task_events(self, task_id: str | Task) -> list[AuditEvent]:
         return self._runner.run(ops.task_events(task_id))
+
+    # --- reading what a person reviews ---------------------------------------------------
+    def revisions(self, task_id: str | Task) -> list[Revision]:
+        """Every revision, oldest first: number, digest, author, time (the subject itself
+        through :meth:`get_revision`)."""
+        return self._runner.run(ops.revisions(task_id))
+
+    def get_revision(self, task_id: str | Task, revision: int | None = None) -> Revision:
+        """One revision with its ``subject`` (the current one when ``revision`` is None)."""
+        return self._runner.run(ops.get_revision(task_id, revision))
+
+    def diff(self, task_id: str | Task, *, from_revision: int, to_revision: int) -> Diff:
+        """What changed between two revisions (``added``, ``removed``, ``changed``, by path)."""
+        return self._runner.run(ops.diff(task_id, from_revision, to_revision))
 
     def execution(
         self,

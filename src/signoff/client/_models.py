@@ -13,7 +13,9 @@ __all__ = [
     "DECISIONS",
     "Action",
     "AuditEvent",
+    "Diff",
     "Execution",
+    "Revision",
     "Task",
     "TaskPage",
     "WebhookEndpoint",
@@ -125,6 +127,29 @@ class AuditEvent(_Model):
     actor_role: str
     details: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
+
+
+class Revision(_Model):
+    """One revision of a task's subject (``GET /tasks/{id}/revisions/{n}``)."""
+
+    revision: int
+    digest: str
+    source_revisions: list[str] = Field(default_factory=list)
+    created_by: str
+    created_at: datetime
+    subject: dict[str, Any] | None = None
+
+
+class Diff(_Model):
+    """What changed between two revisions: each entry names its ``path`` (a JSON
+    Pointer); a changed long string also carries ``line_diff``."""
+
+    from_revision: int = Field(alias="from")
+    to_revision: int = Field(alias="to")
+    added: list[dict[str, Any]] = Field(default_factory=list)
+    removed: list[dict[str, Any]] = Field(default_factory=list)
+    changed: list[dict[str, Any]] = Field(default_factory=list)
+    sources: dict[str, Any] = Field(default_factory=dict)
 
 
 class WebhookEndpoint(_Model):

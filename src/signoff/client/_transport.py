@@ -131,7 +131,7 @@ class SyncRunner:
                     continue
                 try:
                     response = self.send(step)
-                except ApiError as error:
+                except (ApiError, ConnectionFailed) as error:
                     step = op.throw(error)
                 else:
                     step = op.send(response)
@@ -192,7 +192,7 @@ class AsyncRunner:
                     continue
                 try:
                     response = await self.send(step)
-                except ApiError as error:
+                except (ApiError, ConnectionFailed) as error:
                     step = op.throw(error)
                 else:
                     step = op.send(response)
