@@ -15,6 +15,7 @@ from signoff.client import (
     ApprovalNotValid,
     ExecutionLeaseLost,
     Forbidden,
+    IdempotencyKeyReused,
     NotFound,
     Signoff,
     StaleRevision,
@@ -119,6 +120,56 @@ def test_the_same_key_never_makes_a_second_task(sdk: Any) -> None:
     # A re-run whose attempted actions carry a fresh timestamp: the same escalation.
     rerun = escalate(agent, key, executed_at=datetime(2026, 11, 30, 10, tzinfo=UTC))
     assert rerun.id == first.id
+
+
+def test_the_same_key_with_another_subject_is_refused_not_answered_with_the_old_task(
+    server: LiveServer, sdk: Any
+) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    key = f"refund-{uuid.uuid4()}"
+    small, large = {"text": "We will refund 50 EUR."}, {"text": "We will refund 5000 EUR."}
+    first = escalate(agent, key, subject=small)
+    approve(editor, first.id)
+    with pytest.raises(IdempotencyKeyReused) as refused:
+        escalate(agent, key, subject=large)
+    assert refused.value.changed == ["subject"]
+    assert refused.value.task_id == first.id
+    assert "new revision" in refused.value.message
+
+    # After the idempotency window the key is free, the escalation id still taken: the
+    # same answer, and the same content still finds its task.
+    server.clock.advance(server.settings.idempotency_ttl_seconds + 1)
+    with pytest.raises(IdempotencyKeyReused):
+        escalate(agent, key, subject=large)
+    again = escalate(agent, key, subject=small)
+    assert (again.id, again.decision, again.digest) == (first.id, "APPROVED", digest(small))
+
+
+def test_the_same_key_with_another_snapshot_is_refused_on_the_one_step_path(sdk: Any) -> None:
+    agent = sdk("producer")
+    key = f"refund-{uuid.uuid4()}"
+    # No subject, the default policy: the escalation's one-step (grouped) write path.
+    first = agent.escalate(**plain_escalation(key, amount="50"))
+    assert agent.escalate(**plain_escalation(key, amount="50")).id == first.id
+    with pytest.raises(IdempotencyKeyReused) as refused:
+        agent.escalate(**plain_escalation(key, amount="5000"))
+    assert refused.value.changed == ["diagnostic_bundle.input_snapshot"]
+    assert refused.value.task_id == first.id
+
+
+def plain_escalation(key: str, *, amount: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "entity_type": "refund",
+        "entity_id": key,
+        "reason_code": "ABOVE_LIMIT",
+        "attempted_actions": [
+            {"action": "policy", "executed_at": datetime.now(UTC), "result": "above limit"}
+        ],
+        "evaluator_verdict": {"confidence_score": 0.5, "threshold": 0.9},
+        "input_snapshot": {"amount": amount},
+        "trace_id": "refund",
+    }
 
 
 def test_another_key_for_the_same_entity_conflicts_or_adopts(sdk: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import urllib.parse
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,8 +22,10 @@ import httpx
 from signoff.client._digests import _plain, digest, escalation_ids, precheck_hash
 from signoff.client._errors import (
     AlreadyExecuting,
+    ApiError,
     DecisionTimeout,
     IdempotencyKeyReused,
+    InvalidArgument,
     NotFound,
     TaskConflict,
 )
@@ -68,8 +71,18 @@ def _task(response: httpx.Response) -> Task:
     return Task.model_validate(response.json())
 
 
+def segment(value: object, name: str) -> str:
+    """``value`` as one path segment: percent-encoded whole (``/``, ``.``, ``?``, ``#``…),
+    so an id can never name another route (``../webhook-endpoints``); empty is refused."""
+    text = str(value)
+    if not text.strip():
+        raise InvalidArgument(f"{name} must not be empty", field=name)
+    return urllib.parse.quote(text, safe="").replace(".", "%2E")
+
+
 def _id(task: str | Task) -> str:
-    return task.id if isinstance(task, Task) else str(task)
+    """The task's id, as a path segment."""
+    return segment(task.id if isinstance(task, Task) else task, "task_id")
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -126,7 +139,7 @@ def wait_for_decision(
         started = clock()
         response = yield _call(
             "GET",
-            f"/tasks/{task.id}",
+            f"/tasks/{_id(task)}",
             params={"wait": wait, "after_version": task.version},
             retry=True,
             hold=wait,
@@ -221,16 +234,17 @@ def escalate(
     try:
         response = yield _call("POST", "/tasks/escalate", json=body, headers=headers, retry=True)
         return _task(response)
-    except IdempotencyKeyReused:
+    except IdempotencyKeyReused as reused:
         # The same key with another body: a re-run whose attempted actions carry fresh
-        # timestamps. The key names one escalation, and it exists: return it.
+        # timestamps is the same escalation; other content is not (its decision is none
+        # about this content).
         existing = yield from _find(escalation_id)
         if existing is None:
             raise
-        return existing
+        return _same_content(existing, body, reused)
     except TaskConflict as conflict:
-        if conflict.task_id == escalation_id:
-            return (yield from get_task(escalation_id))  # this very escalation, escalated before
+        if conflict.task_id == escalation_id:  # this very escalation, escalated before
+            return _same_content((yield from get_task(escalation_id)), body, conflict)
         if on_conflict != "adopt":
             raise
         if conflict.task_id:
@@ -245,6 +259,48 @@ def escalate(
             if task.is_active:
                 return task
         raise
+
+
+def content_changes(task: Task, body: Mapping[str, Any]) -> list[str]:
+    """The fields of an escalation ``body`` that a person decides on and that differ from
+    what ``task`` holds: the entity, the reason, the input snapshot, the subject (its
+    current revision). The evidence (attempted actions, verdict, trace id) may differ."""
+    changed = [
+        name
+        for name in ("entity_type", "entity_id", "reason_code")
+        if getattr(task, name) != body[name]
+    ]
+    snapshot = task.diagnostic_bundle.get("input_snapshot")
+    sent = body["diagnostic_bundle"]["input_snapshot"]
+    if snapshot is not None and digest(snapshot) != digest(sent):
+        changed.append("diagnostic_bundle.input_snapshot")
+    if task.digest != (digest(body["subject"]) if "subject" in body else None):
+        changed.append("subject")
+    return changed
+
+
+def _same_content(task: Task, body: Mapping[str, Any], refusal: ApiError) -> Task:
+    """``task`` when it holds the content of ``body``; else :class:`IdempotencyKeyReused`."""
+    changed = content_changes(task, body)
+    if not changed:
+        return task
+    message = (
+        f"this key was used with different content ({', '.join(changed)}); submit a new "
+        f"revision to task {task.id} or use a new key"
+    )
+    problem = {
+        "status": 422,
+        "error_code": "ERR_IDEMPOTENCY_KEY_REUSED",
+        "message": message,
+        "task_id": task.id,
+        "changed": changed,
+        "errors": [{"field": name, "message": "differs from the key's task"} for name in changed],
+    }
+    error = IdempotencyKeyReused(
+        message, status=422, error_code="ERR_IDEMPOTENCY_KEY_REUSED", problem=problem
+    )
+    error.task = task
+    raise error from refusal
 
 
 def _find(task_id: str) -> Op[Task | None]:
@@ -379,7 +435,7 @@ def execute(
     deadline = clock() + wait_for_lease
     while True:
         try:
-            response = yield _call("POST", f"/tasks/{task.id}/execute", json=body, retry=True)
+            response = yield _call("POST", f"/tasks/{_id(task)}/execute", json=body, retry=True)
             return Execution.model_validate(response.json()), task, local_digest
         except AlreadyExecuting as busy:
             remaining = deadline - clock()
@@ -392,7 +448,7 @@ def execute(
 def renew_execution(task_id: str, token: str) -> Op[Execution]:
     response = yield _call(
         "POST",
-        f"/tasks/{task_id}/execution/renew",
+        f"/tasks/{_id(task_id)}/execution/renew",
         headers={"X-Execution-Token": token},
         has_body=False,
         retry=True,
@@ -412,7 +468,8 @@ def finish_action(
     headers = {"X-Execution-Token": token} if token else None
     response = yield _call(
         "POST",
-        f"/tasks/{task_id}/actions/{action_id}/{'complete' if succeeded else 'fail'}",
+        f"/tasks/{_id(task_id)}/actions/{segment(action_id, 'action_id')}/"
+        + ("complete" if succeeded else "fail"),
         json={"operation_id": operation_id, "result": _plain(result)},
         headers=headers,
         retry=True,  # idempotent by operation_id
@@ -442,5 +499,5 @@ def create_webhook_endpoint(
 
 
 def delete_webhook_endpoint(endpoint_id: str) -> Op[None]:
-    yield _call("DELETE", f"/webhook-endpoints/{endpoint_id}", retry=True)
+    yield _call("DELETE", f"/webhook-endpoints/{segment(endpoint_id, 'endpoint_id')}", retry=True)
     return None

@@ -29,6 +29,7 @@ from langgraph.types import Command, interrupt
 
 from signoff.client import (
     AsyncSignoff,
+    IdempotencyKeyReused,
     Signoff,
     Task,
     WebhookEvent,
@@ -126,6 +127,14 @@ def _escalation(
     return arguments, thread_id, node
 
 
+def _to_revise(reused: IdempotencyKeyReused) -> Task:
+    """The node's task when only its subject changed (it gets a new revision below);
+    anything else that changed is another escalation under the same key: raise."""
+    if isinstance(reused.task, Task) and reused.changed == ["subject"]:
+        return reused.task
+    raise reused
+
+
 def _needs_revision(task: Task, wanted: str) -> bool:
     """The subject changed since the task last saw it: a new revision, back to review."""
     return task.digest != wanted and task.status not in SETTLED
@@ -176,7 +185,10 @@ def request_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
     )  # fmt: skip
-    task = client.escalate(**arguments)
+    try:
+        task = client.escalate(**arguments)
+    except IdempotencyKeyReused as reused:
+        task = _to_revise(reused)
     wanted = digest(subject)
     while True:
         task = client.get_task(task.id)
@@ -217,7 +229,10 @@ async def arequest_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
     )  # fmt: skip
-    task = await client.escalate(**arguments)
+    try:
+        task = await client.escalate(**arguments)
+    except IdempotencyKeyReused as reused:
+        task = _to_revise(reused)
     wanted = digest(subject)
     while True:
         task = await client.get_task(task.id)
