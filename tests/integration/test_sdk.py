@@ -223,6 +223,36 @@ def test_the_gate_refuses_what_changed_after_approval_until_it_is_approved_again
         assert again.completed
 
 
+def test_an_invalidated_approval_is_named_as_such_by_the_gate(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    approve(editor, task.id)
+    agent.revise(task.id, article("14%"), expected_revision=1)
+
+    def refusal(subject: dict[str, Any]) -> str | None:
+        with (
+            pytest.raises(ApprovalNotValid) as refused,
+            agent.execution(task.id, subject=subject, operation_id="op"),
+        ):
+            pass
+        return refused.value.reason
+
+    # What the approval covered, now invalidated by revision 2 (in review, then approved).
+    assert refusal(article()) == "APPROVAL_INVALIDATED"
+    assert refusal(article("99%")) == "NOT_DECIDED"  # never submitted; revision 2 waits
+    approve(editor, task.id)
+    assert refusal(article()) == "APPROVAL_INVALIDATED"
+    assert refusal(article("99%")) == "STALE_DIGEST"
+
+
+def test_an_id_never_reaches_another_route(server: LiveServer, sdk: Any) -> None:
+    admin = Signoff(server.base_url, server.settings.bootstrap_admin_key or "", backoff=0)
+    with admin:
+        for task_id in ("../webhook-endpoints", "..", "../me"):
+            with pytest.raises(NotFound):
+                admin.get_task(task_id)
+
+
 def test_an_undecided_task_does_not_pass_the_gate(sdk: Any) -> None:
     agent = sdk("producer")
     task = escalate(agent, f"story-{uuid.uuid4()}")

@@ -412,6 +412,23 @@ def _seconds_until(moment: str | None, clock_now: datetime) -> float | None:
     return (when - clock_now).total_seconds()
 
 
+def _revision_of(task: Task, local_digest: str) -> Op[int | None]:
+    """The revision to name at the gate for a subject of ``local_digest``: the current or
+    the approved one when it is theirs, else the latest earlier revision with that digest
+    (so the gate can say its approval was invalidated), else the current one."""
+    if task.digest == local_digest or task.current_revision is None:
+        return task.current_revision
+    if task.approved_digest == local_digest:
+        return task.approved_revision
+    response = yield _call("GET", f"/tasks/{_id(task)}/revisions", retry=True)
+    earlier = [
+        int(item["revision"])
+        for item in response.json().get("items", [])
+        if item.get("digest") == local_digest
+    ]
+    return max(earlier, default=task.current_revision)
+
+
 def execute(
     task_id: str | Task,
     *,
@@ -427,10 +444,7 @@ def execute(
     """
     local_digest = digest(subject)
     task = yield from get_task(task_id)
-    if task.digest == local_digest or task.approved_digest != local_digest:
-        revision = task.current_revision
-    else:
-        revision = task.approved_revision
+    revision = yield from _revision_of(task, local_digest)
     body = {"revision": revision or 1, "digest": local_digest, "operation_id": operation_id}
     deadline = clock() + wait_for_lease
     while True:
