@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from signoff.client import (
     AlreadyExecuting,
@@ -32,6 +33,7 @@ from signoff.client import (
     NotReady,
     Signoff,
     SignoffError,
+    Task,
     TaskConflict,
     ValidationFailed,
     WebhookVerificationFailed,
@@ -198,6 +200,13 @@ def test_a_reused_key_whose_task_holds_other_content_raises_naming_what_changed(
     assert refused.value.changed == ["diagnostic_bundle.input_snapshot"]
     assert refused.value.task_id == escalation_id
     assert refused.value.task.id == escalation_id
+
+
+def test_a_status_or_decision_from_a_newer_server_is_kept_as_it_came() -> None:
+    task = Task.model_validate(task_json(status="ON_HOLD", decision="ESCALATED_FURTHER"))
+    assert (task.status, task.decision) == ("ON_HOLD", "ESCALATED_FURTHER")
+    with pytest.raises(ValidationError):
+        Task.model_validate(task_json(status=7))
 
 
 def test_ids_are_one_path_segment_each_whatever_they_contain() -> None:

@@ -60,9 +60,11 @@ from signoff.client._execution import AsyncExecutionRun, ExecutionRun
 from signoff.client._models import (
     Action,
     AuditEvent,
+    Decision,
     Execution,
     Task,
     TaskPage,
+    TaskStatus,
     WebhookEndpoint,
     WebhookEvent,
 )
@@ -79,6 +81,7 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "ConnectionFailed",
+    "Decision",
     "DecisionTimeout",
     "Execution",
     "ExecutionLeaseLost",
@@ -109,6 +112,7 @@ __all__ = [
     "TaskClosed",
     "TaskConflict",
     "TaskPage",
+    "TaskStatus",
     "Unauthorized",
     "ValidationFailed",
     "WebhookEndpoint",

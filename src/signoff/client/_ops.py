@@ -29,7 +29,7 @@ from signoff.client._errors import (
     NotFound,
     TaskConflict,
 )
-from signoff.client._models import AuditEvent, Execution, Task, TaskPage, WebhookEndpoint
+from signoff.client._models import AuditEvent, Decision, Execution, Task, TaskPage, WebhookEndpoint
 
 T = TypeVar("T")
 
@@ -373,7 +373,7 @@ def resolve(
     task_id: str | Task,
     *,
     lease_token: str | None,
-    decision: str,
+    decision: Decision,
     notes: str | None,
     resolution_payload: Mapping[str, Any] | None,
     revision: int | None,

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from datetime import datetime
 from typing import Any, Protocol
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
@@ -68,7 +69,8 @@ class _Graph(Protocol):
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any: ...
 
 
-def thread_config(thread_id: str) -> dict[str, Any]:
+def thread_config(thread_id: str) -> RunnableConfig:
+    """The config that names a thread, for ``graph.invoke(..., config)``."""
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -368,7 +370,7 @@ class SqliteSeen:
             self._db.execute("DELETE FROM signoff_webhook_ids WHERE webhook_id = ?", (webhook_id,))
 
 
-Resume = Callable[[Command[Any], dict[str, Any]], Any]
+Resume = Callable[[Command[Any], RunnableConfig], Any]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
