@@ -141,6 +141,8 @@ def test_an_approval_is_never_reported_for_other_content(server: LiveServer) -> 
             begun = structured(await client.call_tool("begin_execution", gate))
             assert begun["approved"] is True
             assert begun["digest"] == digest({"text": large})
+            again = structured(await client.call_tool("begin_execution", gate))
+            assert again == begun  # begun already in this session: the same grant
             done = structured(
                 await client.call_tool(
                     "complete_execution",

@@ -212,11 +212,13 @@ def build_server(client: AsyncSignoff, api_key: str = "") -> MCPServer:
         approval still holds); otherwise the error says why (``reason``). Act only after it
         succeeds, once per ``operation_id``, then call complete_execution."""
         with reporting(redact):
-            run = client.execution(
-                task_id, subject=subject, operation_id=operation_id, wait_for_lease=0
-            )
-            await run.__aenter__()
-            runs[(run.task_id, operation_id)] = run
+            run = runs.get((task_id, operation_id))
+            if run is None or run.digest != digest(subject):  # else: begun already
+                run = client.execution(
+                    task_id, subject=subject, operation_id=operation_id, wait_for_lease=0
+                )
+                await run.__aenter__()
+                runs[(task_id, operation_id)] = run
             return {
                 "approved": True,
                 "task_id": run.task_id,
