@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import rfc8785
@@ -102,8 +102,9 @@ def score(threshold: float) -> list[Prediction]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
     from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.utils import Bunch
 
-    digits = load_digits()
+    digits = cast(Bunch, load_digits())  # the dataset itself (not return_X_y's tuple)
     train, test = train_test_split(
         np.arange(len(digits.target)), test_size=0.25, random_state=0, stratify=digits.target
     )
@@ -162,7 +163,7 @@ def precheck_hash(attempted_actions: list[dict[str, Any]]) -> str:
 def escalation_body(p: Prediction) -> dict[str, Any]:
     """The escalation for one unsure prediction. Every field derives from the scoring
     log, so the same sample always produces the same bytes."""
-    actions = [
+    actions: list[dict[str, Any]] = [
         {
             "action": "predict:logistic_regression",
             "executed_at": p.model_at,
@@ -238,7 +239,7 @@ def review(
         task = claimed.json()
         truth = labels[task["entity_id"]]
         automated = task["diagnostic_bundle"]["evaluator_verdict"]["label"]
-        resolution = (
+        resolution: dict[str, Any] = (
             {"decision": "APPROVED", "resolution_payload": {"label": truth}}
             if automated == truth
             else {

@@ -37,7 +37,6 @@ import json
 import os
 import signal
 import sqlite3
-import sys
 import threading
 import time
 import uuid
@@ -378,7 +377,10 @@ def demo(
     manager_key = api_key(admin, "reviewer", f"manager-{uuid.uuid4().hex[:6]}")
     manager = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {manager_key}"})
     # A policy that gives up after 2 s, for the order nobody will decide.
-    quick = {"name": "order-demo-expire-2s", "levels": [{"after_seconds": 2, "action": "expire"}]}
+    quick: dict[str, Any] = {
+        "name": "order-demo-expire-2s",
+        "levels": [{"after_seconds": 2, "action": "expire"}],
+    }
     if admin.post("/escalation-policies", json=quick).status_code == 409:
         admin.put(f"/escalation-policies/{quick['name']}", json=quick).raise_for_status()
 
@@ -530,4 +532,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -4,14 +4,19 @@ Signoff (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shlex
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from signoff.client import digest
+from tests.support import Client as HttpClient
 from tests.support import LiveServer
 
 
@@ -20,6 +25,176 @@ def structured(result: Any) -> dict[str, Any]:
     content = result.structured_content
     assert isinstance(content, dict)
     return content.get("result", content) if set(content) == {"result"} else content
+
+
+def refusal(result: Any) -> dict[str, Any]:
+    """The JSON a refused tool call carries after ``Error executing tool X: ``."""
+    assert result.is_error, result
+    text = result.content[0].text
+    prefix, _, payload = text.partition(": ")
+    assert prefix.startswith("Error executing tool"), text
+    answer: dict[str, Any] = json.loads(payload)
+    return answer
+
+
+def mcp_parameters(server: LiveServer, key: str, stderr: Path | None = None) -> Any:
+    """``signoff mcp`` as an agent runtime starts it (its stderr into ``stderr``)."""
+    command = shlex.join([sys.executable, "-m", "signoff", "mcp"])
+    return StdioServerParameters(
+        command="/bin/sh",
+        args=["-c", f"exec {command} 2>>{shlex.quote(str(stderr or os.devnull))}"],
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")},
+            "SIGNOFF_URL": server.base_url,
+            "SIGNOFF_API_KEY": key,
+        },
+    )
+
+
+def decide(editor: HttpClient, task_id: str, decision: str = "APPROVED") -> None:
+    claimed = editor.claim(task_id).json()
+    resolved = editor.resolve(
+        task_id,
+        claimed["lease_token"],
+        {
+            "decision": decision,
+            "notes": "checked",
+            "revision": claimed["current_revision"],
+            "digest": claimed["digest"],
+        },
+    )
+    assert resolved.status_code == 200, resolved.text
+
+
+def review_arguments(key: str, text: str, question: str = "May I send this?") -> dict[str, Any]:
+    return {
+        "key": key,
+        "entity_type": "email",
+        "entity_id": key,
+        "question": question,
+        "attempted_actions": [{"action": "policy_check", "result": "above the limit"}],
+        "confidence": 0.5,
+        "threshold": 0.9,
+        "subject": {"text": text},
+    }
+
+
+def test_an_approval_is_never_reported_for_other_content(server: LiveServer) -> None:
+    producer = server.new_client("producer")
+    editor = server.new_client("reviewer")
+    key = f"refund-{uuid.uuid4().hex[:8]}"
+    small, large = "We will refund 50 EUR.", "We will refund 5000 EUR."
+
+    async def agent() -> None:
+        async with Client(mcp_parameters(server, str(producer.key))) as client:
+            asked = structured(
+                await client.call_tool("request_human_review", review_arguments(key, small))
+            )
+            decide(editor, asked["task_id"])
+            approved = structured(
+                await client.call_tool("request_human_review", review_arguments(key, small))
+            )
+            assert (approved["decided"], approved["decision"]) == (True, "APPROVED")
+
+            # The same key with other content: a new revision, to be reviewed again.
+            changed = structured(
+                await client.call_tool("request_human_review", review_arguments(key, large))
+            )
+            assert changed["task_id"] == asked["task_id"]
+            assert changed["decided"] is False
+            assert changed["decision"] is None
+            assert changed["status"] == "PENDING_REVIEW"
+            assert (changed["revision"], changed["digest"]) == (2, digest({"text": large}))
+
+            # Acting goes through the gate with what is about to be sent.
+            for text, reason in ((large, "NOT_DECIDED"), (small, "APPROVAL_INVALIDATED")):
+                gate = {
+                    "task_id": asked["task_id"],
+                    "subject": {"text": text},
+                    "operation_id": "s1",
+                }
+                refused = refusal(await client.call_tool("begin_execution", gate))
+                assert refused["error_code"] == "ERR_APPROVAL_NOT_VALID"
+                assert refused["reason"] == reason
+
+            waited = structured(
+                await client.call_tool(
+                    "wait_for_decision",
+                    {"task_id": asked["task_id"], "timeout_seconds": 0, "revision": 2},
+                )
+            )
+            assert (waited["decided"], waited["timed_out"]) == (False, True)
+            decide(editor, asked["task_id"])
+            got = structured(
+                await client.call_tool("get_review", {"task_id": asked["task_id"], "revision": 2})
+            )
+            assert (got["decided"], got["decision"], got["digest"]) == (
+                True,
+                "APPROVED",
+                digest({"text": large}),
+            )
+            gate = {
+                "task_id": asked["task_id"],
+                "subject": {"text": large},
+                "operation_id": "send-2",
+            }
+            begun = structured(await client.call_tool("begin_execution", gate))
+            assert begun["approved"] is True
+            assert begun["digest"] == digest({"text": large})
+            again = structured(await client.call_tool("begin_execution", gate))
+            assert again == begun  # begun already in this session: the same grant
+            done = structured(
+                await client.call_tool(
+                    "complete_execution",
+                    {"task_id": asked["task_id"], "operation_id": "send-2", "result": "sent"},
+                )
+            )
+            assert done["execution_status"] == "COMPLETED"
+
+            # Other content that is not the subject cannot be a revision: refused.
+            other = refusal(
+                await client.call_tool(
+                    "request_human_review", review_arguments(key, large, question="Other?")
+                )
+            )
+            assert other["error_code"] == "ERR_IDEMPOTENCY_KEY_REUSED"
+            assert other["field"] == "diagnostic_bundle.input_snapshot"
+            assert other["task_id"] == asked["task_id"]
+
+    asyncio.run(agent())
+
+
+def test_refusals_reach_the_model_with_their_code_and_field_and_never_the_key(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    producer = server.new_client("producer")
+    key = str(producer.key)
+    stderr = tmp_path / "stderr.log"
+
+    async def agent() -> None:
+        async with Client(mcp_parameters(server, key, stderr)) as client:
+            missing = refusal(await client.call_tool("get_review", {"task_id": str(uuid.uuid4())}))
+            assert missing["error_code"] == "ERR_TASK_NOT_FOUND"
+            assert missing["status"] == 404
+            assert missing["message"]
+            invalid = review_arguments(f"k-{uuid.uuid4().hex[:8]}", "hello")
+            invalid["entity_type"] = ""
+            refused = refusal(await client.call_tool("request_human_review", invalid))
+            assert refused["error_code"] == "ERR_VALIDATION"
+            assert refused["field"] == "entity_type"
+            # An id is one path segment: it never reaches another route with this key.
+            for task_id in ("../webhook-endpoints", "..", "x/../../me"):
+                escaped = refusal(await client.call_tool("get_review", {"task_id": task_id}))
+                assert escaped["status"] == 404, escaped
+            empty = refusal(await client.call_tool("get_review", {"task_id": " "}))
+            assert (empty["error_code"], empty["field"]) == ("ERR_VALIDATION", "task_id")
+            for answer in (missing, refused, escaped, empty):
+                assert key not in json.dumps(answer)
+
+    asyncio.run(agent())
+    logged = stderr.read_text()
+    assert "HTTP Request" not in logged
+    assert key not in logged
 
 
 def test_an_agent_asks_for_review_over_mcp_and_gets_the_decision(server: LiveServer) -> None:

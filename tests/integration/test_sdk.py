@@ -15,6 +15,7 @@ from signoff.client import (
     ApprovalNotValid,
     ExecutionLeaseLost,
     Forbidden,
+    IdempotencyKeyReused,
     NotFound,
     Signoff,
     StaleRevision,
@@ -121,6 +122,56 @@ def test_the_same_key_never_makes_a_second_task(sdk: Any) -> None:
     assert rerun.id == first.id
 
 
+def test_the_same_key_with_another_subject_is_refused_not_answered_with_the_old_task(
+    server: LiveServer, sdk: Any
+) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    key = f"refund-{uuid.uuid4()}"
+    small, large = {"text": "We will refund 50 EUR."}, {"text": "We will refund 5000 EUR."}
+    first = escalate(agent, key, subject=small)
+    approve(editor, first.id)
+    with pytest.raises(IdempotencyKeyReused) as refused:
+        escalate(agent, key, subject=large)
+    assert refused.value.changed == ["subject"]
+    assert refused.value.task_id == first.id
+    assert "new revision" in refused.value.message
+
+    # After the idempotency window the key is free, the escalation id still taken: the
+    # same answer, and the same content still finds its task.
+    server.clock.advance(server.settings.idempotency_ttl_seconds + 1)
+    with pytest.raises(IdempotencyKeyReused):
+        escalate(agent, key, subject=large)
+    again = escalate(agent, key, subject=small)
+    assert (again.id, again.decision, again.digest) == (first.id, "APPROVED", digest(small))
+
+
+def test_the_same_key_with_another_snapshot_is_refused_on_the_one_step_path(sdk: Any) -> None:
+    agent = sdk("producer")
+    key = f"refund-{uuid.uuid4()}"
+    # No subject, the default policy: the escalation's one-step (grouped) write path.
+    first = agent.escalate(**plain_escalation(key, amount="50"))
+    assert agent.escalate(**plain_escalation(key, amount="50")).id == first.id
+    with pytest.raises(IdempotencyKeyReused) as refused:
+        agent.escalate(**plain_escalation(key, amount="5000"))
+    assert refused.value.changed == ["diagnostic_bundle.input_snapshot"]
+    assert refused.value.task_id == first.id
+
+
+def plain_escalation(key: str, *, amount: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "entity_type": "refund",
+        "entity_id": key,
+        "reason_code": "ABOVE_LIMIT",
+        "attempted_actions": [
+            {"action": "policy", "executed_at": datetime.now(UTC), "result": "above limit"}
+        ],
+        "evaluator_verdict": {"confidence_score": 0.5, "threshold": 0.9},
+        "input_snapshot": {"amount": amount},
+        "trace_id": "refund",
+    }
+
+
 def test_another_key_for_the_same_entity_conflicts_or_adopts(sdk: Any) -> None:
     agent = sdk("producer")
     entity = f"a-{uuid.uuid4().hex[:8]}"
@@ -170,6 +221,36 @@ def test_the_gate_refuses_what_changed_after_approval_until_it_is_approved_again
     with agent.execution(task.id, subject=changed, operation_id=operation) as again:
         assert again.pending == []
         assert again.completed
+
+
+def test_an_invalidated_approval_is_named_as_such_by_the_gate(sdk: Any) -> None:
+    agent, editor = sdk("producer"), sdk("reviewer")
+    task = escalate(agent, f"story-{uuid.uuid4()}")
+    approve(editor, task.id)
+    agent.revise(task.id, article("14%"), expected_revision=1)
+
+    def refusal(subject: dict[str, Any]) -> str | None:
+        with (
+            pytest.raises(ApprovalNotValid) as refused,
+            agent.execution(task.id, subject=subject, operation_id="op"),
+        ):
+            pass
+        return refused.value.reason
+
+    # What the approval covered, now invalidated by revision 2 (in review, then approved).
+    assert refusal(article()) == "APPROVAL_INVALIDATED"
+    assert refusal(article("99%")) == "NOT_DECIDED"  # never submitted; revision 2 waits
+    approve(editor, task.id)
+    assert refusal(article()) == "APPROVAL_INVALIDATED"
+    assert refusal(article("99%")) == "STALE_DIGEST"
+
+
+def test_an_id_never_reaches_another_route(server: LiveServer, sdk: Any) -> None:
+    admin = Signoff(server.base_url, server.settings.bootstrap_admin_key or "", backoff=0)
+    with admin:
+        for task_id in ("../webhook-endpoints", "..", "../me"):
+            with pytest.raises(NotFound):
+                admin.get_task(task_id)
 
 
 def test_an_undecided_task_does_not_pass_the_gate(sdk: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from signoff.client import (
     AlreadyExecuting,
@@ -26,11 +27,13 @@ from signoff.client import (
     Forbidden,
     IdempotencyKeyReused,
     InsufficientContextProof,
+    InvalidArgument,
     LeaseLost,
     NotFound,
     NotReady,
     Signoff,
     SignoffError,
+    Task,
     TaskConflict,
     ValidationFailed,
     WebhookVerificationFailed,
@@ -181,6 +184,63 @@ def test_a_rerun_with_fresh_timestamps_returns_the_task_its_key_created() -> Non
         return httpx.Response(200, json=task_json(id=escalation_id, version=4))
 
     assert escalate(client(handler)).version == 4
+
+
+def test_a_reused_key_whose_task_holds_other_content_raises_naming_what_changed() -> None:
+    escalation_id, _ = escalation_ids("article-a-1", "agent")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return problem(422, "ERR_IDEMPOTENCY_KEY_REUSED", task_id=escalation_id)
+        bundle = {"input_snapshot": {"title": "Other"}}
+        return httpx.Response(200, json=task_json(id=escalation_id, diagnostic_bundle=bundle))
+
+    with pytest.raises(IdempotencyKeyReused) as refused:
+        escalate(client(handler))
+    assert refused.value.changed == ["diagnostic_bundle.input_snapshot"]
+    assert refused.value.task_id == escalation_id
+    assert refused.value.task.id == escalation_id
+
+
+def test_a_status_or_decision_from_a_newer_server_is_kept_as_it_came() -> None:
+    task = Task.model_validate(task_json(status="ON_HOLD", decision="ESCALATED_FURTHER"))
+    assert (task.status, task.decision) == ("ON_HOLD", "ESCALATED_FURTHER")
+    with pytest.raises(ValidationError):
+        Task.model_validate(task_json(status=7))
+
+
+def test_ids_are_one_path_segment_each_whatever_they_contain() -> None:
+    seen: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path)
+        return problem(404, "ERR_TASK_NOT_FOUND")
+
+    c = client(handler)
+    for task_id in ("../webhook-endpoints", "..", "a/b?c#d"):
+        with pytest.raises(NotFound):
+            c.get_task(task_id)
+    assert seen == [b"/tasks/%2E%2E%2Fwebhook-endpoints", b"/tasks/%2E%2E", b"/tasks/a%2Fb%3Fc%23d"]
+    report = ops.finish_action(
+        "t", "../../x", succeeded=True, operation_id="op", result=None, token=None
+    )
+    call = next(report)
+    assert isinstance(call, ops.Call)
+    assert call.path == "/tasks/t/actions/%2E%2E%2F%2E%2E%2Fx/complete"
+    with pytest.raises(InvalidArgument) as empty:
+        c.get_task(" ")
+    assert empty.value.field == "task_id"
+    with pytest.raises(ValueError, match="endpoint_id"):  # InvalidArgument is a ValueError
+        c.delete_webhook_endpoint("")
+
+
+@pytest.mark.parametrize("key", ["", "  ", "\t"])
+def test_an_empty_api_key_is_refused_when_the_client_is_made(key: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        Signoff("http://signoff.test", key)
+    assert refused.value.field == "api_key"
+    with pytest.raises(InvalidArgument):
+        AsyncSignoff("http://signoff.test", key)
 
 
 def test_a_reused_key_of_an_escalation_that_never_existed_still_raises() -> None:

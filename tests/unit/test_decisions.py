@@ -21,7 +21,7 @@ from signoff.domain.decisions import (
     parse_decision,
     rules_markdown,
 )
-from signoff.domain.states import Decision
+from signoff.domain.states import Decision, TaskStatus
 from signoff.errors import Unprocessable
 from signoff.store import oneshot
 
@@ -120,6 +120,10 @@ def test_the_single_statement_resolve_is_built_from_the_table() -> None:
 
 def test_the_sdk_knows_the_same_decisions_in_the_same_order() -> None:
     assert tuple(d.value for d in DECISION_RULES) == sdk_models.DECISIONS
+
+
+def test_the_sdk_knows_the_same_task_statuses() -> None:
+    assert {s.value for s in TaskStatus} == set(sdk_models.TASK_STATUSES)
 
 
 def test_the_docs_table_is_the_rule_table() -> None:

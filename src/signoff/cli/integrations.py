@@ -92,8 +92,8 @@ def listen(
 
 def mcp_server() -> None:
     """Serve Signoff's review tools to agents over MCP on stdio (needs signoff[mcp]):
-    request_human_review, get_review, wait_for_decision, against SIGNOFF_URL with the
-    producer key in SIGNOFF_API_KEY."""
+    request_human_review, get_review, wait_for_decision, begin_execution and
+    complete_execution, against SIGNOFF_URL with the producer key in SIGNOFF_API_KEY."""
     try:
         from signoff.integrations.mcp import main as serve_mcp
     except ImportError as missing:

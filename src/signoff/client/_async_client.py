@@ -18,7 +18,15 @@ from signoff.client._client import (
     DEFAULT_WAIT_FOR_LEASE,
 )
 from signoff.client._execution import AsyncExecutionRun
-from signoff.client._models import AuditEvent, Diff, Revision, Task, WebhookEndpoint
+from signoff.client._models import (
+    AuditEvent,
+    Decision,
+    Diff,
+    Revision,
+    Task,
+    TaskStatus,
+    WebhookEndpoint,
+)
 from signoff.client._ops import OnConflict
 from signoff.client._transport import AsyncRunner
 
@@ -155,7 +163,7 @@ class AsyncSignoff:
     async def list_tasks(
         self,
         *,
-        status: str | None = None,
+        status: TaskStatus | None = None,
         entity_type: str | None = None,
         entity_id: str | None = None,
         reason_code: str | None = None,
@@ -234,7 +242,7 @@ class AsyncSignoff:
         self,
         task: str | Task,
         *,
-        decision: str,
+        decision: Decision,
         lease_token: str | None = None,
         notes: str | None = None,
         resolution_payload: Mapping[str, Any] | None = None,

@@ -13,7 +13,15 @@ import httpx
 
 from signoff.client import _ops as ops
 from signoff.client._execution import ExecutionRun
-from signoff.client._models import AuditEvent, Diff, Revision, Task, WebhookEndpoint
+from signoff.client._models import (
+    AuditEvent,
+    Decision,
+    Diff,
+    Revision,
+    Task,
+    TaskStatus,
+    WebhookEndpoint,
+)
 from signoff.client._ops import OnConflict
 from signoff.client._transport import SyncRunner
 
@@ -170,7 +178,7 @@ class Signoff:
     def list_tasks(
         self,
         *,
-        status: str | None = None,
+        status: TaskStatus | None = None,
         entity_type: str | None = None,
         entity_id: str | None = None,
         reason_code: str | None = None,
@@ -255,7 +263,7 @@ class Signoff:
         self,
         task: str | Task,
         *,
-        decision: str,
+        decision: Decision,
         lease_token: str | None = None,
         notes: str | None = None,
         resolution_payload: Mapping[str, Any] | None = None,

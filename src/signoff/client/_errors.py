@@ -4,6 +4,8 @@ Every problem document Signoff answers with becomes one of these; the class is c
 ``error_code`` first and by HTTP status when the code is new to this SDK::
 
     SignoffError                    anything this SDK raises
+    ├── InvalidArgument             refused before sending: an empty API key, an empty id
+    │                               (also a ValueError; ``field`` names the argument)
     ├── ConnectionFailed            no answer (after the retries): DNS, refused, timeout
     ├── DecisionTimeout             wait_for_decision ran out of time (also a TimeoutError)
     ├── WebhookVerificationFailed   verify_event: bad signature, stale timestamp, bad body
@@ -32,7 +34,7 @@ Every problem document Signoff answers with becomes one of these; the class is c
         ├── ValidationFailed        422  ERR_VALIDATION, ERR_READ_ONLY_FIELD, ... (``errors``)
         │   ├── InsufficientContextProof ERR_INSUFFICIENT_CONTEXT_PROOF (``missing_fields``)
         │   ├── PrecheckHashMismatch     ERR_PRECHECK_HASH_MISMATCH
-        │   └── IdempotencyKeyReused     ERR_IDEMPOTENCY_KEY_REUSED
+        │   └── IdempotencyKeyReused     ERR_IDEMPOTENCY_KEY_REUSED (``task_id``, ``changed``)
         ├── RateLimited             429
         └── ServerError             5xx
             └── NotReady            503  ERR_NOT_READY
@@ -58,6 +60,7 @@ __all__ = [
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
     "InsufficientContextProof",
+    "InvalidArgument",
     "LeaseExpired",
     "LeaseLost",
     "LeaseTokenRequired",
@@ -88,6 +91,14 @@ class SignoffError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class InvalidArgument(SignoffError, ValueError):
+    """An argument the SDK refuses before sending anything; ``field`` names it."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ConnectionFailed(SignoffError):
@@ -247,7 +258,24 @@ class PrecheckHashMismatch(ValidationFailed):
 
 
 class IdempotencyKeyReused(ValidationFailed):
-    pass
+    """The key names an escalation made with other content: a decision about it is none
+    about this content. Submit a new revision to the task (``revise``) or use a new key.
+
+    ``changed`` names the fields that differ from what the key's task holds (``subject``,
+    ``diagnostic_bundle.input_snapshot``, …) when the SDK compared them; ``task`` is that
+    task when it read it."""
+
+    task: Any = None
+
+    @property
+    def task_id(self) -> str | None:
+        """The task the key created."""
+        value = self.problem.get("task_id")
+        return str(value) if value else None
+
+    @property
+    def changed(self) -> list[str]:
+        return [str(name) for name in self.problem.get("changed") or []]
 
 
 class RateLimited(ApiError):

@@ -4,29 +4,57 @@ newer server never breaks an older SDK."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 __all__ = [
     "ACTIVE_STATUSES",
     "DECISIONS",
+    "TASK_STATUSES",
     "Action",
     "AuditEvent",
+    "Decision",
     "Diff",
     "Execution",
     "Revision",
     "Task",
     "TaskPage",
+    "TaskStatus",
     "WebhookEndpoint",
     "WebhookEvent",
 ]
 
-#: Statuses in which a task waits for a person.
-ACTIVE_STATUSES = frozenset({"PENDING_REVIEW", "CLAIMED"})
-#: The decisions a person can make, in the server's order (held equal to the server's
+#: A decision a person can make, in the server's order (held equal to the server's
 #: decision rules by a test; the SDK imports nothing of the server).
-DECISIONS = ("APPROVED", "REJECTED", "REVISION_REQUESTED")
+Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
+#: A task's status (held equal to the server's by a test).
+TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
+DECISIONS: tuple[Decision, ...] = get_args(Decision)
+TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+#: Statuses in which a task waits for a person.
+ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset({"PENDING_REVIEW", "CLAIMED"})
+
+
+def _known_or_newer(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A value this SDK knows, typed; a newer server's new one is kept as the plain string
+    (a newer server never breaks an older SDK)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        if isinstance(value, str):
+            return value
+        raise
+
+
+Lenient = WrapValidator(_known_or_newer)
 
 
 class _Model(BaseModel):
@@ -37,7 +65,7 @@ class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
     id: str
-    status: str = Field(description="PENDING_REVIEW, CLAIMED, RESOLVED, EXPIRED or CANCELLED")
+    status: Annotated[TaskStatus, Lenient] = Field(description=", ".join(TASK_STATUSES))
     entity_type: str
     entity_id: str
     reason_code: str
@@ -47,7 +75,9 @@ class Task(_Model):
     version: int
     claimed_by: str | None = None
     lease_expires_at: datetime | None = None
-    decision: str | None = Field(default=None, description=", ".join(DECISIONS))
+    decision: Annotated[Decision | None, Lenient] = Field(
+        default=None, description=", ".join(DECISIONS)
+    )
     notes: str | None = None
     resolution_payload: dict[str, Any] | None = None
     operator_id: str | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import urllib.parse
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,11 +28,13 @@ from signoff.client._errors import (
     ConnectionFailed,
     DecisionTimeout,
     IdempotencyKeyReused,
+    InvalidArgument,
     NotFound,
     TaskConflict,
 )
 from signoff.client._models import (
     AuditEvent,
+    Decision,
     Diff,
     Execution,
     Revision,
@@ -80,8 +83,18 @@ def _task(response: httpx.Response) -> Task:
     return Task.model_validate(response.json())
 
 
+def segment(value: object, name: str) -> str:
+    """``value`` as one path segment: percent-encoded whole (``/``, ``.``, ``?``, ``#``…),
+    so an id can never name another route (``../webhook-endpoints``); empty is refused."""
+    text = str(value)
+    if not text.strip():
+        raise InvalidArgument(f"{name} must not be empty", field=name)
+    return urllib.parse.quote(text, safe="").replace(".", "%2E")
+
+
 def _id(task: str | Task) -> str:
-    return task.id if isinstance(task, Task) else str(task)
+    """The task's id, as a path segment."""
+    return segment(task.id if isinstance(task, Task) else task, "task_id")
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -219,7 +232,7 @@ def _long_poll(task: Task, deadline: float, clock: Callable[[], float]) -> Op[Ta
     wait = max(1, min(MAX_WAIT_SECONDS, math.ceil(deadline - clock())))
     response = yield _call(
         "GET",
-        f"/tasks/{task.id}",
+        f"/tasks/{_id(task)}",
         params={"wait": wait, "after_version": task.version},
         retry=True,
         hold=wait,
@@ -308,16 +321,17 @@ def escalate(
     try:
         response = yield _call("POST", "/tasks/escalate", json=body, headers=headers, retry=True)
         return _task(response)
-    except IdempotencyKeyReused:
+    except IdempotencyKeyReused as reused:
         # The same key with another body: a re-run whose attempted actions carry fresh
-        # timestamps. The key names one escalation, and it exists: return it.
+        # timestamps is the same escalation; other content is not (its decision is none
+        # about this content).
         existing = yield from _find(escalation_id)
         if existing is None:
             raise
-        return existing
+        return _same_content(existing, body, reused)
     except TaskConflict as conflict:
-        if conflict.task_id == escalation_id:
-            return (yield from get_task(escalation_id))  # this very escalation, escalated before
+        if conflict.task_id == escalation_id:  # this very escalation, escalated before
+            return _same_content((yield from get_task(escalation_id)), body, conflict)
         if on_conflict != "adopt":
             raise
         if conflict.task_id:
@@ -332,6 +346,48 @@ def escalate(
             if task.is_active:
                 return task
         raise
+
+
+def content_changes(task: Task, body: Mapping[str, Any]) -> list[str]:
+    """The fields of an escalation ``body`` that a person decides on and that differ from
+    what ``task`` holds: the entity, the reason, the input snapshot, the subject (its
+    current revision). The evidence (attempted actions, verdict, trace id) may differ."""
+    changed = [
+        name
+        for name in ("entity_type", "entity_id", "reason_code")
+        if getattr(task, name) != body[name]
+    ]
+    snapshot = task.diagnostic_bundle.get("input_snapshot")
+    sent = body["diagnostic_bundle"]["input_snapshot"]
+    if snapshot is not None and digest(snapshot) != digest(sent):
+        changed.append("diagnostic_bundle.input_snapshot")
+    if task.digest != (digest(body["subject"]) if "subject" in body else None):
+        changed.append("subject")
+    return changed
+
+
+def _same_content(task: Task, body: Mapping[str, Any], refusal: ApiError) -> Task:
+    """``task`` when it holds the content of ``body``; else :class:`IdempotencyKeyReused`."""
+    changed = content_changes(task, body)
+    if not changed:
+        return task
+    message = (
+        f"this key was used with different content ({', '.join(changed)}); submit a new "
+        f"revision to task {task.id} or use a new key"
+    )
+    problem = {
+        "status": 422,
+        "error_code": "ERR_IDEMPOTENCY_KEY_REUSED",
+        "message": message,
+        "task_id": task.id,
+        "changed": changed,
+        "errors": [{"field": name, "message": "differs from the key's task"} for name in changed],
+    }
+    error = IdempotencyKeyReused(
+        message, status=422, error_code="ERR_IDEMPOTENCY_KEY_REUSED", problem=problem
+    )
+    error.task = task
+    raise error from refusal
 
 
 def _find(task_id: str) -> Op[Task | None]:
@@ -404,7 +460,7 @@ def resolve(
     task_id: str | Task,
     *,
     lease_token: str | None,
-    decision: str,
+    decision: Decision,
     notes: str | None,
     resolution_payload: Mapping[str, Any] | None,
     revision: int | None,
@@ -443,6 +499,23 @@ def _seconds_until(moment: str | None, clock_now: datetime) -> float | None:
     return (when - clock_now).total_seconds()
 
 
+def _revision_of(task: Task, local_digest: str) -> Op[int | None]:
+    """The revision to name at the gate for a subject of ``local_digest``: the current or
+    the approved one when it is theirs, else the latest earlier revision with that digest
+    (so the gate can say its approval was invalidated), else the current one."""
+    if task.digest == local_digest or task.current_revision is None:
+        return task.current_revision
+    if task.approved_digest == local_digest:
+        return task.approved_revision
+    response = yield _call("GET", f"/tasks/{_id(task)}/revisions", retry=True)
+    earlier = [
+        int(item["revision"])
+        for item in response.json().get("items", [])
+        if item.get("digest") == local_digest
+    ]
+    return max(earlier, default=task.current_revision)
+
+
 def execute(
     task_id: str | Task,
     *,
@@ -458,15 +531,12 @@ def execute(
     """
     local_digest = digest(subject)
     task = yield from get_task(task_id)
-    if task.digest == local_digest or task.approved_digest != local_digest:
-        revision = task.current_revision
-    else:
-        revision = task.approved_revision
+    revision = yield from _revision_of(task, local_digest)
     body = {"revision": revision or 1, "digest": local_digest, "operation_id": operation_id}
     deadline = clock() + wait_for_lease
     while True:
         try:
-            response = yield _call("POST", f"/tasks/{task.id}/execute", json=body, retry=True)
+            response = yield _call("POST", f"/tasks/{_id(task)}/execute", json=body, retry=True)
             return Execution.model_validate(response.json()), task, local_digest
         except AlreadyExecuting as busy:
             remaining = deadline - clock()
@@ -479,7 +549,7 @@ def execute(
 def renew_execution(task_id: str, token: str) -> Op[Execution]:
     response = yield _call(
         "POST",
-        f"/tasks/{task_id}/execution/renew",
+        f"/tasks/{_id(task_id)}/execution/renew",
         headers={"X-Execution-Token": token},
         has_body=False,
         retry=True,
@@ -499,7 +569,8 @@ def finish_action(
     headers = {"X-Execution-Token": token} if token else None
     response = yield _call(
         "POST",
-        f"/tasks/{task_id}/actions/{action_id}/{'complete' if succeeded else 'fail'}",
+        f"/tasks/{_id(task_id)}/actions/{segment(action_id, 'action_id')}/"
+        + ("complete" if succeeded else "fail"),
         json={"operation_id": operation_id, "result": _plain(result)},
         headers=headers,
         retry=True,  # idempotent by operation_id
@@ -529,5 +600,5 @@ def create_webhook_endpoint(
 
 
 def delete_webhook_endpoint(endpoint_id: str) -> Op[None]:
-    yield _call("DELETE", f"/webhook-endpoints/{endpoint_id}", retry=True)
+    yield _call("DELETE", f"/webhook-endpoints/{segment(endpoint_id, 'endpoint_id')}", retry=True)
     return None

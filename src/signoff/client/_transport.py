@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from signoff.client._errors import ApiError, ConnectionFailed, error_from_response
+from signoff.client._errors import ApiError, ConnectionFailed, InvalidArgument, error_from_response
 from signoff.client._ops import Call, Op, Pause
 
 T = TypeVar("T")
@@ -29,6 +29,8 @@ except Exception:  # pragma: no cover - not installed as a distribution
 
 
 def _headers(api_key: str, extra: dict[str, str] | None) -> dict[str, str]:
+    if not isinstance(api_key, str) or not api_key.strip():
+        raise InvalidArgument("api_key must be a Signoff API key, not empty", field="api_key")
     return {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT, **(extra or {})}
 
 

@@ -24,11 +24,13 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from datetime import datetime
 from typing import Any, Protocol
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
 from signoff.client import (
     AsyncSignoff,
+    IdempotencyKeyReused,
     Signoff,
     Task,
     WebhookEvent,
@@ -67,7 +69,8 @@ class _Graph(Protocol):
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any: ...
 
 
-def thread_config(thread_id: str) -> dict[str, Any]:
+def thread_config(thread_id: str) -> RunnableConfig:
+    """The config that names a thread, for ``graph.invoke(..., config)``."""
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -126,6 +129,14 @@ def _escalation(
     return arguments, thread_id, node
 
 
+def _to_revise(reused: IdempotencyKeyReused) -> Task:
+    """The node's task when only its subject changed (it gets a new revision below);
+    anything else that changed is another escalation under the same key: raise."""
+    if isinstance(reused.task, Task) and reused.changed == ["subject"]:
+        return reused.task
+    raise reused
+
+
 def _needs_revision(task: Task, wanted: str) -> bool:
     """The subject changed since the task last saw it: a new revision, back to review."""
     return task.digest != wanted and task.status not in SETTLED
@@ -176,7 +187,10 @@ def request_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
     )  # fmt: skip
-    task = client.escalate(**arguments)
+    try:
+        task = client.escalate(**arguments)
+    except IdempotencyKeyReused as reused:
+        task = _to_revise(reused)
     wanted = digest(subject)
     while True:
         task = client.get_task(task.id)
@@ -217,7 +231,10 @@ async def arequest_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
     )  # fmt: skip
-    task = await client.escalate(**arguments)
+    try:
+        task = await client.escalate(**arguments)
+    except IdempotencyKeyReused as reused:
+        task = _to_revise(reused)
     wanted = digest(subject)
     while True:
         task = await client.get_task(task.id)
@@ -353,7 +370,7 @@ class SqliteSeen:
             self._db.execute("DELETE FROM signoff_webhook_ids WHERE webhook_id = ?", (webhook_id,))
 
 
-Resume = Callable[[Command[Any], dict[str, Any]], Any]
+Resume = Callable[[Command[Any], RunnableConfig], Any]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]

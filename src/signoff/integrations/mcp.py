@@ -3,56 +3,131 @@
 Install with ``pip install 'signoff[mcp]'``; the server talks to a running Signoff at
 ``SIGNOFF_URL`` with the producer key in ``SIGNOFF_API_KEY``. Tools:
 
-* ``request_human_review`` — escalate (idempotent by ``key``); returns the task id.
+* ``request_human_review`` — escalate (idempotent by ``key``); returns the task id. The same
+  key with a changed ``subject`` submits a new revision of that task (it needs review
+  again); other changed content is refused. The answer is about the content passed in.
 * ``get_review`` — the task's status and, once a person decided, the decision and notes.
 * ``wait_for_decision`` — wait (long-poll) up to ``timeout_seconds`` for the decision.
+* ``begin_execution`` / ``complete_execution`` — pass the execution gate with the subject
+  about to be acted on (its digest computed here), then report the outcome.
 
-Register it with an agent runtime as the command ``signoff mcp`` with those two variables.
+A refusal reaches the model as ``Error executing tool X: {"error_code", "message",
+"field", …}`` (JSON). Register it with an agent runtime as the command ``signoff mcp``
+with those two variables.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from signoff.client import AsyncSignoff, DecisionTimeout, Task
+from signoff.client import (
+    ApiError,
+    AsyncExecutionRun,
+    AsyncSignoff,
+    DecisionTimeout,
+    IdempotencyKeyReused,
+    InvalidArgument,
+    SignoffError,
+    Task,
+    digest,
+)
 from signoff.client._models import DECISIONS
+from signoff.errors import ErrorCode
 
 __all__ = ["build_server", "main"]
 
 #: The longest one ``wait_for_decision`` call waits (agents call it again to wait on).
 MAX_WAIT_SECONDS = 300
+#: Fields of a problem worth passing on to the model, besides code, message and field.
+PROBLEM_DETAILS = ("reason", "task_id", "changed", "missing_fields", "current_revision")
 
 INSTRUCTIONS = (
     "Ask a person to review work you are unsure about, or that needs a human's sign-off, "
     "before acting on it. request_human_review returns a task_id; wait_for_decision waits "
     f"for the person's decision ({', '.join(DECISIONS)}, with notes). "
-    "Act only on APPROVED, and only on exactly what was reviewed."
+    "Act only on APPROVED, and only on exactly what was reviewed: call begin_execution with "
+    "the subject you are about to act on, act only if it succeeds, then complete_execution."
 )
 
 
-def review_view(task: Task) -> dict[str, Any]:
-    """What an agent needs to know about a review."""
+def review_view(
+    task: Task, *, revision: int | None = None, subject_digest: str | None = None
+) -> dict[str, Any]:
+    """What an agent needs to know about a review. A decision is shown only when it is about
+    ``revision`` and the subject of ``subject_digest``, when given."""
+    bound = (revision is None or task.current_revision == revision) and (
+        subject_digest is None or task.digest == subject_digest
+    )
+    decided = task.status == "RESOLVED" and task.decision is not None and bound
     return {
         "task_id": task.id,
         "status": task.status,
-        "decided": task.status == "RESOLVED",
-        "decision": task.decision,
-        "notes": task.notes,
-        "resolution_payload": task.resolution_payload,
+        "decided": decided,
+        "decision": task.decision if decided else None,
+        "notes": task.notes if decided else None,
+        "resolution_payload": task.resolution_payload if decided else None,
         "revision": task.current_revision,
         "digest": task.digest,
-        "decided_by": task.operator_id,
+        "decided_by": task.operator_id if decided else None,
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
     }
 
 
-def build_server(client: AsyncSignoff) -> MCPServer:
-    server = MCPServer("signoff", instructions=INSTRUCTIONS)
+def error_payload(error: SignoffError) -> dict[str, Any]:
+    """A refusal as the model reads it: the stable code, the message, the offending field."""
+    if isinstance(error, ApiError):
+        payload: dict[str, Any] = {
+            "error_code": error.error_code,
+            "status": error.status,
+            "message": error.message,
+        }
+        fields = [str(e["field"]) for e in error.errors if isinstance(e, dict) and e.get("field")]
+        if fields:
+            payload["field"] = fields[0]
+            payload["errors"] = error.errors
+        payload |= {k: error.problem[k] for k in PROBLEM_DETAILS if error.problem.get(k)}
+        return payload
+    if isinstance(error, InvalidArgument):
+        return {
+            "error_code": ErrorCode.VALIDATION.value,
+            "message": error.message,
+            "field": error.field,
+        }
+    return {"error_code": type(error).__name__, "message": error.message}
+
+
+@contextmanager
+def reporting(api_key: str) -> Iterator[None]:
+    """Turn the SDK's exceptions into a :class:`ToolError` the model can read (any other
+    exception the MCP server hides behind "Error executing tool"). Never the key."""
+    try:
+        yield
+    except SignoffError as error:
+        text = json.dumps(error_payload(error), default=str)
+        if api_key:
+            text = text.replace(api_key, "[redacted]")
+        raise ToolError(text) from None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def build_server(client: AsyncSignoff, api_key: str = "") -> MCPServer:
+    server = MCPServer("signoff", instructions=INSTRUCTIONS, log_level="WARNING")
+    redact = api_key
+    #: Executions begun in this session, by (task id, operation id).
+    runs: dict[tuple[str, str], AsyncExecutionRun] = {}
 
     @server.tool()
     async def request_human_review(
@@ -68,11 +143,12 @@ def build_server(client: AsyncSignoff) -> MCPServer:
         context: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
-        key returns the same review). ``attempted_actions``: what you already tried, each
-        ``{"action", "result"}``. ``subject``: the exact thing to approve (what you will
-        act on), if any. ``confidence``/``threshold``: your confidence and the level below
-        which a person must decide."""
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        key and content returns the same review; with a changed ``subject`` it submits a
+        new revision, which needs review again). ``attempted_actions``: what you already
+        tried, each ``{"action", "result"}``. ``subject``: the exact thing to approve (what
+        you will act on), if any. ``confidence``/``threshold``: your confidence and the
+        level below which a person must decide."""
+        now = _now()
         actions = [
             {
                 "action": str(a.get("action", "")),
@@ -81,35 +157,104 @@ def build_server(client: AsyncSignoff) -> MCPServer:
             }
             for a in attempted_actions
         ]
-        task = await client.escalate(
-            key=key,
-            entity_type=entity_type,
-            entity_id=entity_id,
-            reason_code=reason_code,
-            attempted_actions=actions,
-            evaluator_verdict={"confidence_score": confidence, "threshold": threshold},
-            input_snapshot={"question": question, **(context or {})},
-            trace_id=f"mcp-{key}",
-            subject=subject,
-        )
-        return review_view(task)
+        with reporting(redact):
+            try:
+                task = await client.escalate(
+                    key=key,
+                    entity_type=entity_type,
+                    entity_id=entity_id,
+                    reason_code=reason_code,
+                    attempted_actions=actions,
+                    evaluator_verdict={"confidence_score": confidence, "threshold": threshold},
+                    input_snapshot={"question": question, **(context or {})},
+                    trace_id=f"mcp-{key}",
+                    subject=subject,
+                )
+            except IdempotencyKeyReused as reused:
+                existing = reused.task
+                if subject is None or reused.changed != ["subject"] or existing is None:
+                    raise
+                # Only the subject changed: a new revision of the key's task.
+                task = await client.revise(
+                    existing, subject, expected_revision=existing.current_revision or 1
+                )
+            wanted = digest(subject) if subject is not None else None
+            return review_view(task, revision=task.current_revision, subject_digest=wanted)
 
     @server.tool()
-    async def get_review(task_id: str) -> dict[str, Any]:
-        """The review's status; once a person decided, the decision and their notes."""
-        return review_view(await client.get_task(task_id))
+    async def get_review(task_id: str, revision: int | None = None) -> dict[str, Any]:
+        """The review's status; once a person decided, the decision and their notes. Pass the
+        ``revision`` request_human_review answered: a decision about another is not one."""
+        with reporting(redact):
+            return review_view(await client.get_task(task_id), revision=revision)
 
     @server.tool()
-    async def wait_for_decision(task_id: str, timeout_seconds: int = 45) -> dict[str, Any]:
+    async def wait_for_decision(
+        task_id: str, timeout_seconds: int = 45, revision: int | None = None
+    ) -> dict[str, Any]:
         """Wait up to ``timeout_seconds`` (at most 300; many MCP clients give up on a call
-        after 60) for the person's decision. When ``decided`` is false, call again to keep
-        waiting."""
+        after 60) for the person's decision (about ``revision``, when given). When
+        ``decided`` is false, call again to keep waiting."""
         timeout = max(0, min(timeout_seconds, MAX_WAIT_SECONDS))
-        try:
-            task = await client.wait_for_decision(task_id, timeout=timeout)
-        except DecisionTimeout as waited:
-            return review_view(waited.task) | {"timed_out": True}
-        return review_view(task) | {"timed_out": False}
+        with reporting(redact):
+            try:
+                task = await client.wait_for_decision(task_id, timeout=timeout, revision=revision)
+            except DecisionTimeout as waited:
+                return review_view(waited.task, revision=revision) | {"timed_out": True}
+            return review_view(task, revision=revision) | {"timed_out": False}
+
+    @server.tool()
+    async def begin_execution(
+        task_id: str, subject: dict[str, Any], operation_id: str
+    ) -> dict[str, Any]:
+        """Before acting: pass the execution gate with ``subject``, exactly what you are about
+        to act on. It succeeds only when a person approved this very content (and the
+        approval still holds); otherwise the error says why (``reason``). Act only after it
+        succeeds, once per ``operation_id``, then call complete_execution."""
+        with reporting(redact):
+            run = runs.get((task_id, operation_id))
+            if run is None or run.digest != digest(subject):  # else: begun already
+                run = client.execution(
+                    task_id, subject=subject, operation_id=operation_id, wait_for_lease=0
+                )
+                await run.__aenter__()
+                runs[(task_id, operation_id)] = run
+            return {
+                "approved": True,
+                "task_id": run.task_id,
+                "operation_id": operation_id,
+                "revision": run.revision,
+                "digest": run.digest,
+                "pending_actions": run.pending,
+                "already_completed": run.completed,
+            }
+
+    @server.tool()
+    async def complete_execution(
+        task_id: str, operation_id: str, succeeded: bool = True, result: str = ""
+    ) -> dict[str, Any]:
+        """After acting on what begin_execution allowed: report that it ``succeeded`` (or
+        not), with a short ``result``."""
+        with reporting(redact):
+            run = runs.pop((task_id, operation_id), None)
+            if run is None:
+                raise InvalidArgument(
+                    "no execution of this task and operation_id was begun in this session; "
+                    "call begin_execution first",
+                    field="operation_id",
+                )
+            execution = None
+            for action_id in run.pending:
+                if succeeded:
+                    execution = await run.complete(action_id, {"result": result})
+                else:
+                    execution = await run.fail(action_id, {"error": result})
+            await run.__aexit__(None, None, None)
+            return {
+                "task_id": task_id,
+                "operation_id": operation_id,
+                "execution_status": execution.execution_status if execution else "COMPLETED",
+            }
 
     return server
 
@@ -117,8 +262,12 @@ def build_server(client: AsyncSignoff) -> MCPServer:
 def main() -> None:
     """Serve on stdio until the client closes it."""
     url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:8000")
-    key = os.environ.get("SIGNOFF_API_KEY")
-    if not key:
+    key = os.environ.get("SIGNOFF_API_KEY", "")
+    if not key.strip():
         raise SystemExit("SIGNOFF_API_KEY (a producer key) is required")
-    server = build_server(AsyncSignoff(url, key))
+    server = build_server(AsyncSignoff(url, key), key)
+    # The HTTP client's request lines are not the agent's business (stdout is the
+    # protocol; stderr is the runtime's log).
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     server.run("stdio")
