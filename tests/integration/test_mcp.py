@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
+from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
 
 from signoff.client import digest
@@ -265,3 +265,82 @@ def test_an_agent_asks_for_review_over_mcp_and_gets_the_decision(server: LiveSer
     assert decided["decision"] == "REJECTED"
     assert decided["notes"] == "check the amount with finance first"
     assert decided["timed_out"] is False
+
+
+def test_a_long_wait_opens_the_review_page_for_the_user_and_reports_progress(
+    server: LiveServer,
+) -> None:
+    """URL-mode elicitation: the client is asked to open the task's console page; the
+    person decides there (here: over HTTP, as the page would); the one call returns the
+    decision, having reported progress meanwhile, and completes the elicitation."""
+    producer = server.new_client("producer")
+    editor = server.new_client("reviewer")
+    key = f"page-{uuid.uuid4().hex[:8]}"
+    opened: list[str] = []
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def open_page(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        opened.append(params.url)
+        task_id = params.url.rsplit("/", 1)[-1]
+        await asyncio.to_thread(decide, editor, task_id, "REJECTED")  # the person, on the page
+        return types.ElicitResult(action="accept")
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def agent() -> dict[str, Any]:
+        async with Client(
+            mcp_parameters(server, str(producer.key)),
+            elicitation_callback=open_page,
+            mode="legacy",  # the initialize handshake: requests from server to client mid-call
+        ) as client:
+            asked = structured(
+                await client.call_tool("request_human_review", review_arguments(key, "Hi"))
+            )
+            waited = await client.call_tool(
+                "wait_for_decision",
+                {"task_id": asked["task_id"], "timeout_seconds": 120, "show_person": True},
+                progress_callback=on_progress,
+            )
+            return asked | {"waited": structured(waited)}
+
+    result = asyncio.run(agent())
+    assert opened == [f"{server.base_url}/console/tasks/{result['task_id']}"]
+    waited = result["waited"]
+    assert (waited["decided"], waited["decision"], waited["timed_out"]) == (
+        True,
+        "REJECTED",
+        False,
+    )
+    assert waited["page_opened"] is True
+    assert progress
+    assert progress[0][1] == 120
+    assert progress[0][2] == "waiting for a person's decision"
+
+
+def test_without_a_back_channel_the_answer_carries_the_review_url(server: LiveServer) -> None:
+    """A client on the 2026-07-28 revision (no server-to-client request during a call), or
+    one that cannot open links: the wait is the same, and the answer links the page."""
+    producer = server.new_client("producer")
+    key = f"nolink-{uuid.uuid4().hex[:8]}"
+
+    async def agent() -> dict[str, Any]:
+        async def refuse(_context: Any, _params: Any) -> types.ElicitResult:
+            raise AssertionError("no page may be opened without a back-channel")
+
+        async with Client(
+            mcp_parameters(server, str(producer.key)), elicitation_callback=refuse
+        ) as client:
+            asked = structured(
+                await client.call_tool("request_human_review", review_arguments(key, "Hi"))
+            )
+            waited = await client.call_tool(
+                "wait_for_decision",
+                {"task_id": asked["task_id"], "timeout_seconds": 0, "show_person": True},
+            )
+            return structured(waited)
+
+    waited = asyncio.run(agent())
+    assert (waited["decided"], waited["timed_out"], waited["page_opened"]) == (False, True, False)
+    assert waited["review_url"] == f"{server.base_url}/console/tasks/{waited['task_id']}"

@@ -7,7 +7,9 @@ Install with ``pip install 'signoff[mcp]'``; the server talks to a running Signo
   key with a changed ``subject`` submits a new revision of that task (it needs review
   again); other changed content is refused. The answer is about the content passed in.
 * ``get_review`` — the task's status and, once a person decided, the decision and notes.
-* ``wait_for_decision`` — wait (long-poll) up to ``timeout_seconds`` for the decision.
+* ``wait_for_decision`` — wait (long-poll) up to ``timeout_seconds`` for the decision,
+  reporting progress while it waits; with ``show_person``, a client that supports URL-mode
+  elicitation is asked to open the task's review page for its user.
 * ``begin_execution`` / ``complete_execution`` — pass the execution gate with the subject
   about to be acted on (its digest computed here), then report the outcome.
 
@@ -26,7 +28,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from mcp import types
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from signoff.client import (
@@ -47,6 +51,13 @@ __all__ = ["build_server", "main"]
 
 #: The longest one ``wait_for_decision`` call waits (agents call it again to wait on).
 MAX_WAIT_SECONDS = 300
+#: How often a long wait reports progress (clients that reset their timeout on progress
+#: then keep the call open for as long as the person takes).
+PROGRESS_EVERY_SECONDS = 10
+#: The capability a client declares to open a URL for its user (URL-mode elicitation).
+URL_ELICITATION = types.ClientCapabilities(
+    elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
+)
 #: Fields of a problem worth passing on to the model, besides code, message and field.
 PROBLEM_DETAILS = ("reason", "task_id", "changed", "missing_fields", "current_revision")
 
@@ -123,8 +134,12 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def build_server(client: AsyncSignoff, api_key: str = "") -> MCPServer:
+def build_server(
+    client: AsyncSignoff, api_key: str = "", console_url: str = "http://127.0.0.1:8000"
+) -> MCPServer:
+    """The tools, bound to ``client``; review pages are linked under ``console_url``."""
     server = MCPServer("signoff", instructions=INSTRUCTIONS, log_level="WARNING")
+    console_url = console_url.rstrip("/")
     redact = api_key
     #: Executions begun in this session, by (task id, operation id).
     runs: dict[tuple[str, str], AsyncExecutionRun] = {}
@@ -190,18 +205,66 @@ def build_server(client: AsyncSignoff, api_key: str = "") -> MCPServer:
 
     @server.tool()
     async def wait_for_decision(
-        task_id: str, timeout_seconds: int = 45, revision: int | None = None
+        task_id: str,
+        ctx: Context,
+        timeout_seconds: int = 45,
+        revision: int | None = None,
+        show_person: bool = False,
     ) -> dict[str, Any]:
-        """Wait up to ``timeout_seconds`` (at most 300; many MCP clients give up on a call
-        after 60) for the person's decision (about ``revision``, when given). When
-        ``decided`` is false, call again to keep waiting."""
+        """Wait up to ``timeout_seconds`` (at most 300) for the person's decision (about
+        ``revision``, when given), reporting progress every 10 s meanwhile. When ``decided``
+        is false, call again to keep waiting. ``show_person``: ask your user to open the
+        review page (if this client can open links), so they can decide themselves; else
+        show them ``review_url``."""
         timeout = max(0, min(timeout_seconds, MAX_WAIT_SECONDS))
         with reporting(redact):
+            shown = await _show_person(ctx, task_id) if show_person else None
+            task, timed_out = await _wait_reporting(ctx, task_id, timeout, revision)
+            if shown is not None and not timed_out:
+                await ctx.request_context.session.send_elicit_complete(shown)
+            view = review_view(task, revision=revision)
+            return view | {
+                "timed_out": timed_out,
+                "page_opened": shown is not None,
+                "review_url": f"{console_url}/console/tasks/{task.id}",
+            }
+
+    async def _show_person(ctx: Context, task_id: str) -> str | None:
+        """Ask the client to open the review page; the elicitation's id when it did. A
+        client must declare URL-mode elicitation, and the session must carry requests from
+        server to client during a call (the initialize handshake does; a session on the
+        2026-07-28 protocol revision does not: its answers carry ``review_url`` instead)."""
+        session = ctx.request_context.session
+        if not (session.check_client_capability(URL_ELICITATION) and session.can_send_request):
+            return None
+        task = await client.get_task(task_id)
+        elicitation = f"signoff-review-{task.id}"
+        answer = await ctx.elicit_url(
+            message=(
+                f"A person's decision is needed on {task.entity_type} {task.entity_id} "
+                f"({task.reason_code}). Open the review page to decide."
+            ),
+            url=f"{console_url}/console/tasks/{task.id}",
+            elicitation_id=elicitation,
+        )
+        return elicitation if answer.action == "accept" else None
+
+    async def _wait_reporting(
+        ctx: Context, task_id: str, seconds: float, revision: int | None
+    ) -> tuple[Task, bool]:
+        """The task once settled (or after ``seconds``), and whether the time ran out."""
+        loop_started = datetime.now(UTC)
+        while True:
+            elapsed = (datetime.now(UTC) - loop_started).total_seconds()
+            await ctx.report_progress(elapsed, seconds, "waiting for a person's decision")
+            chunk = max(0.0, min(PROGRESS_EVERY_SECONDS, seconds - elapsed))
             try:
-                task = await client.wait_for_decision(task_id, timeout=timeout, revision=revision)
+                task = await client.wait_for_decision(task_id, timeout=chunk, revision=revision)
             except DecisionTimeout as waited:
-                return review_view(waited.task, revision=revision) | {"timed_out": True}
-            return review_view(task, revision=revision) | {"timed_out": False}
+                if elapsed + chunk >= seconds:
+                    return waited.task, True
+            else:
+                return task, False
 
     @server.tool()
     async def begin_execution(
@@ -265,7 +328,9 @@ def main() -> None:
     key = os.environ.get("SIGNOFF_API_KEY", "")
     if not key.strip():
         raise SystemExit("SIGNOFF_API_KEY (a producer key) is required")
-    server = build_server(AsyncSignoff(url, key), key)
+    # Where people open review pages: the public address, when the API is reached another way.
+    console = os.environ.get("SIGNOFF_CONSOLE_URL") or url
+    server = build_server(AsyncSignoff(url, key), key, console)
     # The HTTP client's request lines are not the agent's business (stdout is the
     # protocol; stderr is the runtime's log).
     for name in ("httpx", "httpcore"):
