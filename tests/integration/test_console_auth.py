@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 
 import httpx
 
 from signoff.domain.clock import ManualClock
-from tests.support import LiveServer
+from tests.support import LiveServer, live_server
 
 PASSWORD = "correct horse battery"
 
@@ -85,6 +86,70 @@ def test_wrong_password_then_throttled(server: LiveServer) -> None:
         assert "try again in" in throttled.text
         server.clock.advance(16 * 60)
         assert _sign_in(browser, "ann", PASSWORD).status_code == 303
+
+
+def test_concurrent_guesses_are_counted_before_any_is_checked(server: LiveServer) -> None:
+    """Many guesses at once: no more than the limit get their password checked, so a
+    right password at the end of the burst is refused like any other."""
+    _create_user(server, password=PASSWORD)
+    limit = server.settings.login_max_failures
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as browser:
+            csrf = _csrf((await browser.get("/console/login")).text)
+
+            async def guess(password: str) -> int:
+                form = {"username": "ann", "password": password, "csrf": csrf}
+                return (await browser.post("/console/login", data=form)).status_code
+
+            wrong = [guess(f"wrong guess number {i}") for i in range(40)]
+            return list(await asyncio.gather(*wrong, guess(PASSWORD)))
+
+    statuses = asyncio.run(burst())
+    assert set(statuses) <= {401, 303, 429}
+    checked = [status for status in statuses if status != 429]
+    assert len(checked) <= limit, statuses
+    with _browser(server) as browser:
+        after = _sign_in(browser, "ann", PASSWORD)
+        # Unless the right one was among the first few checked, the pause holds.
+        assert after.status_code == (303 if 303 in statuses else 429)
+
+
+def _sign_in_from(
+    browser: httpx.Client, address: str, username: str, password: str
+) -> httpx.Response:
+    forwarded = {"X-Forwarded-For": address}
+    page = browser.get("/console/login", headers=forwarded)
+    form = {"username": username, "password": password, "csrf": _csrf(page.text)}
+    return browser.post("/console/login", data=form, headers=forwarded)
+
+
+def test_strangers_cannot_lock_an_account_out(make_settings, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    """Wrong passwords pause sign-in of that account from that address only: its owner,
+    elsewhere, still signs in. An address failing across many accounts is paused too."""
+    settings = make_settings(forwarded_allow_ips="127.0.0.1", login_max_failures_per_address=8)
+    with live_server(settings, clock) as server:
+        _create_user(server, password=PASSWORD)
+        with _browser(server) as attacker:
+            for _ in range(5):
+                assert (
+                    _sign_in_from(attacker, "203.0.113.9", "ann", "a wrong guess").status_code
+                    == 401
+                )
+            paused = _sign_in_from(attacker, "203.0.113.9", "ann", PASSWORD)
+            assert paused.status_code == 429
+            assert "this account from your address" in paused.text
+        with _browser(server) as owner:
+            assert _sign_in_from(owner, "198.51.100.7", "ann", PASSWORD).status_code == 303
+        with _browser(server) as sprayer:
+            for index in range(8):
+                answer = _sign_in_from(sprayer, "192.0.2.1", f"user-{index}", "a wrong guess")
+                assert answer.status_code == 401
+            refused = _sign_in_from(sprayer, "192.0.2.1", "ann", PASSWORD)
+            assert refused.status_code == 429
+            assert "your address" in refused.text
+        with _browser(server) as owner:
+            assert _sign_in_from(owner, "198.51.100.7", "ann", PASSWORD).status_code == 303
 
 
 def test_pages_need_a_session_and_htmx_gets_401(server: LiveServer) -> None:
