@@ -23,9 +23,10 @@ import structlog
 
 from signoff.domain.states import Role
 from signoff.domain.users import User
-from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated
+from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated, Unprocessable
 from signoff.services.context import ServiceContext
 from signoff.services.users import check_identity, hash_token, verify_password
+from signoff.store import keys as keys_store
 from signoff.store import users as store
 
 log = structlog.get_logger("signoff.users")
@@ -157,51 +158,96 @@ async def _open_session(
     return SignedInSession(session_id, user)
 
 
-async def sign_in_oidc(
-    ctx: ServiceContext, *, principal_id: str, email: str | None, groups: list[str], role: Role
-) -> SignedInSession:
-    """Open a session for someone the identity provider vouched for. Their user row is
-    created or brought up to date (role, groups, e-mail come from the provider).
+@dataclass(frozen=True)
+class Identity:
+    """Who the identity provider vouched for: its account ``(issuer, subject)`` is the
+    key; the rest is what it says about them."""
+
+    issuer: str
+    subject: str
+    principal_id: str
+    """The name a new account gets (the configured claim); never used to find one."""
+    email: str | None
+    email_verified: bool
+    groups: list[str]
+    role: Role
+
+
+async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSession:
+    """Open a session for someone the identity provider vouched for. The user linked to
+    their ``(issuer, subject)`` is found (or created, named by ``principal_id``) and
+    brought up to date: role and groups from the provider, the e-mail address only when
+    the provider says it is verified.
 
     Raises:
-        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when a local
-            account has this principal id (single sign-on never takes one over).
+        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when the name
+            belongs to another principal (a password user, an API key's principal, another
+            identity): single sign-on never takes one over unless an administrator linked
+            it (``signoff link-sso``).
     """
-    groups = [g for g in groups if g and not any(c.isspace() or c == "," for c in g)]
-    check_identity(principal_id, role, groups, email)
+    groups = [g for g in identity.groups if g and not any(c.isspace() or c == "," for c in g)]
+    principal_id = identity.principal_id
+    check_identity(principal_id, identity.role, groups, None)
+    email = identity.email if identity.email_verified else None
+    if email is not None:
+        try:
+            check_identity(principal_id, identity.role, groups, email)
+        except Unprocessable:
+            email = None
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         conn = uow.connection
-        user = await store.find_user(conn, principal_id)
+        user = await store.find_user_by_identity(conn, identity.issuer, identity.subject)
+        if (
+            user is not None
+            and email is not None
+            and await store.email_in_use(conn, email, other_than=user.principal_id)
+        ):
+            email = None
         if user is None:
+            if await store.find_user(conn, principal_id) is not None or (
+                await keys_store.principal_has_keys(conn, principal_id)
+            ):
+                log.info(
+                    "user.sso_name_taken",
+                    principal_id=principal_id,
+                    issuer=identity.issuer,
+                    subject=identity.subject[:200],
+                )
+                raise Forbidden(
+                    f"the name {principal_id} belongs to another account here; an "
+                    "administrator can link your single sign-on identity to it",
+                    error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+                )
+            if email is not None and await store.email_in_use(conn, email, other_than=None):
+                email = None
             user = await store.insert_user(
                 conn,
                 user_id=uuid.uuid4(),
                 principal_id=principal_id,
-                role=role,
+                role=identity.role,
                 groups=groups,
                 email=email,
                 password_hash=None,
                 source="oidc",
                 now=now,
-            )
-        elif user.source != "oidc":
-            raise Forbidden(
-                f"a local account named {principal_id} exists; sign in with its password, "
-                "or ask an administrator",
-                error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+                oidc_issuer=identity.issuer,
+                oidc_subject=identity.subject,
             )
         elif user.disabled_at is not None:
             raise Forbidden(
                 "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
             )
         else:
-            user = await store.update_user(
-                conn, user.id, role=role.value, groups=groups, email=email, updated_at=now
-            )
+            values: dict[str, Any] = {"role": identity.role.value, "groups": groups}
+            if email is not None:
+                values["email"] = email
+            user = await store.update_user(conn, user.id, updated_at=now, **values)
         session = await _open_session(ctx, conn, user, now)
         await uow.commit()
-    log.info("user.signed_in", principal_id=principal_id, method="oidc", role=role.value)
+    log.info(
+        "user.signed_in", principal_id=user.principal_id, method="oidc", role=identity.role.value
+    )
     return session
 
 

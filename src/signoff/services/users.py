@@ -32,6 +32,7 @@ from signoff.errors import (
     validation_error,
 )
 from signoff.services.context import ServiceContext
+from signoff.store import keys as keys_store
 from signoff.store import users as store
 
 log = structlog.get_logger("signoff.users")
@@ -279,6 +280,58 @@ async def update_user(
         sessions_ended=ended,
     )
     return updated
+
+
+async def link_sso(
+    ctx: ServiceContext, caller: Principal, principal_id: str, *, issuer: str, subject: str
+) -> User:
+    """Let the identity provider's account ``(issuer, subject)`` sign in as ``principal_id``
+    (admins only): a local user keeps its password too; an API key's principal gets a
+    user (its role and groups come from the provider at each sign-in).
+
+    Raises:
+        NotFound: 404 ``ERR_USER_NOT_FOUND`` when no user or API key has that principal.
+        Conflict: 409 ``ERR_USER_EXISTS`` when the identity is linked to someone else.
+    """
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    if not issuer.strip() or not subject.strip():
+        raise validation_error([FieldError("subject", "issuer and subject must not be empty")])
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        linked = await store.find_user_by_identity(conn, issuer, subject)
+        user = await store.find_user(conn, principal_id)
+        if linked is not None and (user is None or linked.id != user.id):
+            raise Conflict(
+                f"that identity signs in as {linked.principal_id} already",
+                error_code=ErrorCode.USER_EXISTS,
+            )
+        if user is not None:
+            user = await store.update_user(
+                conn, user.id, oidc_issuer=issuer, oidc_subject=subject, updated_at=now
+            )
+        elif await keys_store.principal_has_keys(conn, principal_id):
+            user = await store.insert_user(
+                conn,
+                user_id=uuid.uuid4(),
+                principal_id=principal_id,
+                role=Role.REVIEWER,
+                groups=[],
+                email=None,
+                password_hash=None,
+                source="oidc",
+                now=now,
+                oidc_issuer=issuer,
+                oidc_subject=subject,
+            )
+        else:
+            raise NotFound(
+                f"no user or API key has the principal {principal_id}",
+                error_code=ErrorCode.USER_NOT_FOUND,
+            )
+        await uow.commit()
+    log.info("user.sso_linked", principal_id=principal_id, issuer=issuer, by=caller.principal_id)
+    return user
 
 
 # Set-password links -------------------------------------------------------------------

@@ -32,6 +32,8 @@ def _user(row: Any) -> User:
         disabled_at=row.disabled_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        oidc_issuer=row.oidc_issuer,
+        oidc_subject=row.oidc_subject,
     )
 
 
@@ -46,6 +48,8 @@ async def insert_user(
     password_hash: str | None,
     source: str,
     now: datetime,
+    oidc_issuer: str | None = None,
+    oidc_subject: str | None = None,
 ) -> User:
     row = (
         await conn.execute(
@@ -58,6 +62,8 @@ async def insert_user(
                 email=email,
                 password_hash=password_hash,
                 source=source,
+                oidc_issuer=oidc_issuer,
+                oidc_subject=oidc_subject,
                 created_at=now,
                 updated_at=now,
             )
@@ -74,6 +80,14 @@ async def find_user(conn: AsyncConnection, principal_id: str) -> User | None:
 
 async def find_user_by_id(conn: AsyncConnection, user_id: uuid.UUID) -> User | None:
     row = (await conn.execute(select(users).where(U.id == user_id))).first()
+    return _user(row) if row else None
+
+
+async def find_user_by_identity(conn: AsyncConnection, issuer: str, subject: str) -> User | None:
+    """The user linked to the identity provider's account ``(issuer, subject)``."""
+    row = (
+        await conn.execute(select(users).where(U.oidc_issuer == issuer, U.oidc_subject == subject))
+    ).first()
     return _user(row) if row else None
 
 
