@@ -152,6 +152,77 @@ def test_strangers_cannot_lock_an_account_out(make_settings, clock: ManualClock)
             assert _sign_in_from(owner, "198.51.100.7", "ann", PASSWORD).status_code == 303
 
 
+def test_a_next_path_in_any_script_signs_in(server: LiveServer) -> None:
+    """``next`` ends in a Location header: characters beyond Latin-1 are escaped, never
+    a 500."""
+    _create_user(server, password=PASSWORD)
+    target = "/console/tasks?q=\u65e5\u672c\u20ac"
+    escaped = "/console/tasks?q=%E6%97%A5%E6%9C%AC%E2%82%AC"
+    with _browser(server) as browser:
+        signed_in = _sign_in(browser, "ann", PASSWORD, target)
+        assert signed_in.status_code == 303
+        assert signed_in.headers["location"] == escaped
+        again = browser.get("/console/login", params={"next": target})
+        assert (again.status_code, again.headers["location"]) == (303, escaped)
+
+
+class _HttpsBrowser:
+    """A browser behind a TLS-terminating proxy (``X-Forwarded-Proto: https``) that
+    keeps cookies itself: an http client would not send back ``Secure`` ones."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self.client = _browser(server)
+        self.cookies: dict[str, str] = {}
+        self.set_cookies: list[str] = []
+
+    def request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        headers = {"X-Forwarded-Proto": "https"}
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        response = self.client.request(method, path, headers=headers, **kwargs)  # type: ignore[arg-type]
+        for line in response.headers.get_list("set-cookie"):
+            self.set_cookies.append(line)
+            name, _, rest = line.partition("=")
+            value = rest.split(";", 1)[0].strip('"')
+            if "max-age=0" in line.lower() or not value:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        return response
+
+    def cookie_line(self, name: str) -> str:
+        return [line for line in self.set_cookies if line.startswith(f"{name}=")][-1]
+
+
+def test_cookies_are_secure_over_https_and_sign_out_clears_the_lease_tokens(
+    make_settings, clock: ManualClock
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.support import escalation
+
+    settings = make_settings(forwarded_allow_ips="127.0.0.1")
+    with live_server(settings, clock) as server:
+        _create_user(server, password=PASSWORD)
+        with server.new_client("producer") as producer:
+            task = producer.escalate(escalation())
+        assert task.status_code == 201, task.text
+        browser = _HttpsBrowser(server)
+        page = browser.request("GET", "/console/login")
+        form = {"username": "ann", "password": PASSWORD, "csrf": _csrf(page.text)}
+        assert browser.request("POST", "/console/login", data=form).status_code == 303
+        assert "secure" in browser.cookie_line("signoff_session").lower()
+        csrf = _csrf(browser.request("GET", "/console/account").text)
+        claimed = browser.request(
+            "POST", f"/console/tasks/{task.json()['id']}/claim", data={"csrf": csrf}
+        )
+        assert claimed.status_code < 400, claimed.text
+        assert "signoff_leases" in browser.cookies
+        assert "secure" in browser.cookie_line("signoff_leases").lower()
+        out = browser.request("POST", "/console/logout", data={"csrf": csrf})
+        assert out.status_code == 303
+        assert "signoff_leases" not in browser.cookies
+        assert "signoff_session" not in browser.cookies
+
+
 def test_pages_need_a_session_and_htmx_gets_401(server: LiveServer) -> None:
     with _browser(server) as browser:
         response = browser.get("/console/logout")  # GET is not a route; POST needs a session
