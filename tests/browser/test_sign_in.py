@@ -104,6 +104,15 @@ def test_a_new_user_sets_a_password_from_the_link(
     page.get_by_label("Repeat the password").fill("short")
     page.get_by_role("button", name="Set password").click()
     expect(page.get_by_role("alert")).to_contain_text("at least 10 characters")
+    for weak, why in (
+        ("          ", "too easy to guess"),
+        ("password1234", "very common password"),
+        (f"{principal_id}-signoff", "your user name"),
+    ):
+        page.get_by_label("New password").fill(weak)
+        page.get_by_label("Repeat the password").fill(weak)
+        page.get_by_role("button", name="Set password").click()
+        expect(page.get_by_role("alert")).to_contain_text(why)
     page.get_by_label("New password").fill(PASSWORD)
     page.get_by_label("Repeat the password").fill(PASSWORD)
     page.get_by_role("button", name="Set password").click()

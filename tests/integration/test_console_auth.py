@@ -264,6 +264,18 @@ def test_idle_and_absolute_lifetimes(server: LiveServer) -> None:
         assert browser.get("/console/login").status_code == 200
 
 
+def test_an_admin_cannot_give_a_guessable_password(server: LiveServer) -> None:
+    with server.admin() as admin:
+        for password in ("aaaaaaaaaaaa", "          ", "ann-signoff-2024"):
+            body = {"principal_id": "ann", "role": "reviewer", "password": password}
+            refused = admin.post("/users", json=body)
+            assert refused.status_code == 422, refused.text
+            problem = refused.json()
+            assert problem["error_code"] == "ERR_VALIDATION"
+            assert [e["field"] for e in problem["errors"]] == ["password"]
+    assert server.count("users") == 0
+
+
 def test_users_api_is_for_admins(server: LiveServer) -> None:
     _create_user(server)
     with server.new_client("reviewer") as reviewer:
