@@ -80,7 +80,6 @@ def _scopes(ctx: ServiceContext, account: str, address: str | None) -> list[_Sco
 async def _reserve(ctx: ServiceContext, conn: Any, scopes: list[_Scope], now: datetime) -> None:
     """Count this attempt in every scope before its password is checked, or refuse it."""
     window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
-    await store.delete_stale_attempts(conn, now - window)
     for scope in scopes:
         started = await store.reserve_attempt(
             conn, scope.key, limit=scope.limit, now=now, window_start=now - window
@@ -116,6 +115,11 @@ async def sign_in(
     """
     username = username.strip()
     now = ctx.now()
+    window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+    async with ctx.database.transaction() as uow:
+        # Alone, before any scope is held: it never waits on, or holds, a scope's row.
+        await store.delete_stale_attempts(uow.connection, now - window)
+        await uow.commit()
     async with ctx.database.transaction() as uow:
         user = await store.find_user_for_login(uow.connection, username) if username else None
         scopes = _scopes(ctx, user.principal_id if user else username, address)

@@ -258,4 +258,12 @@ async def forget_attempts(conn: AsyncConnection, scope: str) -> None:
 
 
 async def delete_stale_attempts(conn: AsyncConnection, window_start: datetime) -> None:
-    await conn.execute(delete(login_attempts).where(A.window_started_at < window_start))
+    """Forget scopes whose window has passed. Rows another transaction holds are skipped
+    (PostgreSQL), so this never waits: run it in a transaction of its own."""
+    stale = (
+        select(A.scope)
+        .where(A.window_started_at < window_start)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    await conn.execute(delete(login_attempts).where(A.scope.in_(stale)))
