@@ -363,8 +363,7 @@ class Deployment:
             headers={"Content-Type": "application/x-www-form-urlencoded"},
         )
         location = response.headers.get("location", "")
-        message = re.sub(r".*message=", "", location)
-        return Answer(response.status_code, None, httpx.URL("?m=" + message).params.get("m"))
+        return Answer(response.status_code, None, dict(httpx.URL(location).params))
 
     def resolve_link(
         self, who: str, handle: str, decision: str, notes: str | None, *, form: bool

@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 
 from signoff.api.app import create_app
 from signoff.bootstrap import prepare_database
+from signoff.cli.server import proxy_options
 from signoff.domain.clock import ManualClock
 from signoff.domain.digests import canonical_json
 from signoff.settings import Settings
@@ -108,7 +109,13 @@ class LiveServer:
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.app = create_app(settings, clock=clock)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", access_log=False)
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            **proxy_options(settings),
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True

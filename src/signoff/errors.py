@@ -89,7 +89,8 @@ class ErrorCode(StrEnum):
     ACCOUNT_IS_LOCAL = (
         "ERR_ACCOUNT_IS_LOCAL",
         403,
-        "Single sign-on named a local account; sign in with its password.",
+        "Single sign-on named a principal of another account (a local user, an API key,"
+        " another identity); an administrator may link them (signoff link-sso).",
     )
     NOT_FOUND = "ERR_NOT_FOUND", 404, "No such path."
     TASK_NOT_FOUND = "ERR_TASK_NOT_FOUND", 404, "No such task (also for a malformed id)."

@@ -14,14 +14,36 @@ from typing import Any
 import orjson
 import structlog
 
-#: A resume link's path carries its token: ``/r/<token>`` (and any URL that contains it).
-_RESUME_PATH = re.compile(r"/r/[^/\s?#\"']+")
-REDACTED_PATH = "/r/[redacted]"
+#: Every place a URL carries a credential, in one table: the path segment after each
+#: prefix (a resume link's token, a set-password link's token) and the value of each query
+#: parameter (the identity provider's authorization code and state, tokens). Each is
+#: written as ``[redacted]`` in every log line, whatever field or traceback holds it.
+SECRET_PATH_PREFIXES = ("/r/", "/console/set-password/")
+SECRET_QUERY_PARAMETERS = (
+    "code",
+    "state",
+    "session_state",
+    "token",
+    "id_token",
+    "access_token",
+    "refresh_token",
+)
+REDACTED = "[redacted]"
+_SECRET_PATH = re.compile(
+    "(" + "|".join(re.escape(prefix) for prefix in SECRET_PATH_PREFIXES) + r")[^/\s?#\"']+"
+)
+_SECRET_PARAMETER = re.compile(
+    r"([?&;](?:" + "|".join(SECRET_QUERY_PARAMETERS) + r")=)[^&;#\s\"']+", re.IGNORECASE
+)
+_MARKERS = (*SECRET_PATH_PREFIXES, "=")
 
 
 def redact(text: str) -> str:
-    """``text`` with every resume-link token replaced: tokens never reach a log."""
-    return _RESUME_PATH.sub(REDACTED_PATH, text) if "/r/" in text else text
+    """``text`` with every credential a URL carries replaced: they never reach a log."""
+    if not any(marker in text for marker in _MARKERS):
+        return text
+    text = _SECRET_PATH.sub(rf"\1{REDACTED}", text)
+    return _SECRET_PARAMETER.sub(rf"\1{REDACTED}", text)
 
 
 def _redacted(value: Any) -> Any:
@@ -142,7 +164,7 @@ def server_log_config(level: str = "info") -> dict[str, Any]:
                     structlog.stdlib.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso", utc=True),
                     _server_event,
-                    _redact_event,  # uvicorn's request lines carry /r/<token> paths
+                    _redact_event,  # uvicorn's request lines carry tokens in paths and queries
                 ],
                 "processors": [
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,

@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     """A direct PostgreSQL URL for ``LISTEN`` (outbox wake-ups, API-key revocations) when
     ``database_url`` goes through a transaction pooler. Default: ``database_url``."""
     access_log: bool = False
+    forwarded_allow_ips: str = ""
+    """Comma-separated addresses (or networks, or ``*``) of the reverse proxies whose
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` headers are believed; default none:
+    the client address is the connection's and the scheme is the connection's. The one
+    place that decides a request's client address (sign-in throttling, logs) and
+    whether it came over https (cookies)."""
     """uvicorn's per-request access log (state changes are logged regardless)."""
     redis_url: str | None = None
     """Redis for the storm shield (duplicate escalations in flight wait for the first and
@@ -127,7 +133,8 @@ class Settings(BaseSettings):
     session_max_seconds: int = Field(default=43200, gt=0)
     """A console session ends this long after sign-in, however active."""
     login_max_failures: int = Field(default=5, gt=0)
-    """Failed sign-ins of one account before its sign-in is refused (429) for the window."""
+    """Sign-in attempts for one account from one address before sign-in of that account
+    from that address is refused (429) for the window; a right password clears them."""
     login_max_failures_per_address: int = Field(default=50, gt=0)
     """Failed sign-ins from one address (any accounts) before it is refused (429): higher,
     since an office behind one address shares it."""

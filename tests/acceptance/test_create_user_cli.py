@@ -60,6 +60,15 @@ def test_create_user_prints_a_link_or_sets_the_password_and_errors_are_one_line(
     assert short.returncode != 0
     assert "at least 10 characters" in short.stderr.strip().splitlines()[-1]
 
+    common = create_user(
+        tmp_path,
+        *("--principal-id", "bob", "--role", "admin", "--password-stdin"),
+        *("--database-url", database),
+        stdin="aaaaaaaaaaaa\n",
+    )
+    assert common.returncode != 0
+    assert "too easy to guess" in common.stderr.strip().splitlines()[-1]
+
     bad_role = create_user(
         tmp_path, "--principal-id", "bob", "--role", "boss", "--database-url", database
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from playwright.sync_api import Page, expect
 
@@ -104,8 +104,36 @@ def test_a_new_user_sets_a_password_from_the_link(
     page.get_by_label("Repeat the password").fill("short")
     page.get_by_role("button", name="Set password").click()
     expect(page.get_by_role("alert")).to_contain_text("at least 10 characters")
+    for weak, why in (
+        ("          ", "too easy to guess"),
+        ("password1234", "very common password"),
+        (f"{principal_id}-signoff", "your user name"),
+    ):
+        page.get_by_label("New password").fill(weak)
+        page.get_by_label("Repeat the password").fill(weak)
+        page.get_by_role("button", name="Set password").click()
+        expect(page.get_by_role("alert")).to_contain_text(why)
     page.get_by_label("New password").fill(PASSWORD)
     page.get_by_label("Repeat the password").fill(PASSWORD)
     page.get_by_role("button", name="Set password").click()
     expect(page.get_by_role("status")).to_contain_text("Your password is set")
     login(page, principal_id, PASSWORD)
+
+
+def test_the_inbox_shows_no_text_a_link_brings(page: Page, console_server: ConsoleServer) -> None:
+    """A crafted link cannot make the console say something: notices are fixed texts
+    chosen by name, with numbers and error codes only."""
+    user = console_server.create_user("reviewer")
+    login(page, user)
+    bait = "Your session is compromised. Call +1-555-0100 now"
+    page.goto("/console?" + urlencode({"message": bait}))
+    expect(page.get_by_role("heading", level=1)).to_be_visible()
+    assert "555-0100" not in page.content()
+    page.goto(
+        "/console?"
+        + urlencode({"notice": "bulk", "action": "claim", "done": "1", "of": "2", "failed": bait})
+    )
+    expect(page.get_by_text("claim: 1 of 2 done.")).to_be_visible()
+    assert "555-0100" not in page.content()
+    page.goto("/console?" + urlencode({"notice": "refused", "code": "ERR_CLAIM_LIMIT"}))
+    expect(page.get_by_role("status").first).to_contain_text("live leases")

@@ -4,6 +4,8 @@ free port), in a real browser, against ``signoff serve`` on both engines."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
@@ -103,3 +105,93 @@ def test_sso_refuses_someone_in_no_mapped_group_and_says_why(
     assert accessibility_violations(page) == []
     page.goto("/console/account")
     assert urlsplit(page.url).path == "/console/login"  # no session was opened
+
+
+def _named_person(identity_provider: str, username: str, **claims: object) -> str:
+    """A person known to the provider by ``username``, in a mapped group."""
+    sub = f"sub-{uuid.uuid4().hex[:8]}"
+    body = {"preferred_username": username, "groups": ["payments-reviewers"], **claims}
+    response = httpx.put(f"{identity_provider}/users/{sub}", json=body, timeout=10)
+    assert response.status_code == 204, response.text
+    return sub
+
+
+def _users(server: ConsoleServer) -> dict[str, dict]:  # type: ignore[type-arg]
+    with server.admin() as admin:
+        return {u["principal_id"]: u for u in admin.get("/users").json()["items"]}
+
+
+def test_sso_accounts_are_keyed_on_the_subject_not_the_name(
+    open_page: Callable[..., Page], sso_server: ConsoleServer, identity_provider: str
+) -> None:
+    """A second person at the provider who picks the same username does not get the
+    first one's account; e-mail addresses count only when the provider verified them."""
+    name = f"pat-{uuid.uuid4().hex[:8]}"
+    first = _named_person(identity_provider, name, email=f"{name}@example.com", email_verified=True)
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, first)
+    page.wait_for_url(lambda url: urlsplit(url).path == "/console/account")
+    assert _users(sso_server)[name]["email"] == f"{name}@example.com"
+
+    second = _named_person(
+        identity_provider, name, email=f"mallory-{name}@example.com", email_verified=False
+    )
+    intruder = open_page(sso_server)
+    _sign_in_with_sso(intruder, second)
+    expect(intruder.get_by_role("alert")).to_contain_text(f"The name {name} belongs to another")
+    intruder.goto("/console/account")
+    assert urlsplit(intruder.url).path == "/console/login"  # no session was opened
+    assert _users(sso_server)[name]["email"] == f"{name}@example.com"  # unchanged
+
+    unverified = _named_person(
+        identity_provider, f"quinn-{name}", email=f"quinn-{name}@example.com"
+    )
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, unverified)
+    page.wait_for_url(lambda url: urlsplit(url).path == "/console/account")
+    assert _users(sso_server)[f"quinn-{name}"]["email"] is None
+
+
+def test_sso_never_takes_over_an_api_keys_principal_unless_an_admin_links_it(
+    open_page: Callable[..., Page], sso_server: ConsoleServer, identity_provider: str
+) -> None:
+    bot = f"bot-{uuid.uuid4().hex[:8]}"
+    sso_server.api_key("reviewer", bot)
+    sub = _named_person(identity_provider, bot)
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, sub)
+    expect(page.get_by_role("alert")).to_contain_text(f"The name {bot} belongs to another")
+    assert bot not in _users(sso_server)
+
+    linked = subprocess.run(
+        [
+            *(sys.executable, "-m", "signoff", "link-sso", "--principal-id", bot),
+            *("--subject", sub, "--issuer", identity_provider),
+            *("--database-url", sso_server.database_url),
+        ],
+        env=sso_server.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert linked.returncode == 0, linked.stderr
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, sub)
+    page.wait_for_url(lambda url: urlsplit(url).path == "/console/account")
+    expect(page.locator("dl")).to_contain_text(bot)
+
+
+def test_the_providers_error_text_is_never_shown(
+    open_page: Callable[..., Page], sso_server: ConsoleServer
+) -> None:
+    page = open_page(sso_server)
+    page.goto(
+        "/console/login/sso/callback?error=access_denied"
+        "&error_description=Your+account+is+suspended.+Call+%2B1-555-0100+now"
+    )
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("did not sign you in (error code access_denied)")
+    assert "555-0100" not in page.content()
+    page.goto("/console/login/sso/callback?error=Call+%2B1-555-0100+to+unlock")
+    expect(page.get_by_role("alert")).to_contain_text("did not sign you in.")
+    assert "555-0100" not in page.content()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 
 import httpx
 
 from signoff.domain.clock import ManualClock
-from tests.support import LiveServer
+from tests.support import LiveServer, live_server
 
 PASSWORD = "correct horse battery"
 
@@ -87,6 +88,141 @@ def test_wrong_password_then_throttled(server: LiveServer) -> None:
         assert _sign_in(browser, "ann", PASSWORD).status_code == 303
 
 
+def test_concurrent_guesses_are_counted_before_any_is_checked(server: LiveServer) -> None:
+    """Many guesses at once: no more than the limit get their password checked, so a
+    right password at the end of the burst is refused like any other."""
+    _create_user(server, password=PASSWORD)
+    limit = server.settings.login_max_failures
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as browser:
+            csrf = _csrf((await browser.get("/console/login")).text)
+
+            async def guess(password: str) -> int:
+                form = {"username": "ann", "password": password, "csrf": csrf}
+                return (await browser.post("/console/login", data=form)).status_code
+
+            wrong = [guess(f"wrong guess number {i}") for i in range(40)]
+            return list(await asyncio.gather(*wrong, guess(PASSWORD)))
+
+    statuses = asyncio.run(burst())
+    assert set(statuses) <= {401, 303, 429}
+    checked = [status for status in statuses if status != 429]
+    assert len(checked) <= limit, statuses
+    with _browser(server) as browser:
+        after = _sign_in(browser, "ann", PASSWORD)
+        # Unless the right one was among the first few checked, the pause holds.
+        assert after.status_code == (303 if 303 in statuses else 429)
+
+
+def _sign_in_from(
+    browser: httpx.Client, address: str, username: str, password: str
+) -> httpx.Response:
+    forwarded = {"X-Forwarded-For": address}
+    page = browser.get("/console/login", headers=forwarded)
+    form = {"username": username, "password": password, "csrf": _csrf(page.text)}
+    return browser.post("/console/login", data=form, headers=forwarded)
+
+
+def test_strangers_cannot_lock_an_account_out(make_settings, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    """Wrong passwords pause sign-in of that account from that address only: its owner,
+    elsewhere, still signs in. An address failing across many accounts is paused too."""
+    settings = make_settings(forwarded_allow_ips="127.0.0.1", login_max_failures_per_address=8)
+    with live_server(settings, clock) as server:
+        _create_user(server, password=PASSWORD)
+        with _browser(server) as attacker:
+            for _ in range(5):
+                assert (
+                    _sign_in_from(attacker, "203.0.113.9", "ann", "a wrong guess").status_code
+                    == 401
+                )
+            paused = _sign_in_from(attacker, "203.0.113.9", "ann", PASSWORD)
+            assert paused.status_code == 429
+            assert "this account from your address" in paused.text
+        with _browser(server) as owner:
+            assert _sign_in_from(owner, "198.51.100.7", "ann", PASSWORD).status_code == 303
+        with _browser(server) as sprayer:
+            for index in range(8):
+                answer = _sign_in_from(sprayer, "192.0.2.1", f"user-{index}", "a wrong guess")
+                assert answer.status_code == 401
+            refused = _sign_in_from(sprayer, "192.0.2.1", "ann", PASSWORD)
+            assert refused.status_code == 429
+            assert "your address" in refused.text
+        with _browser(server) as owner:
+            assert _sign_in_from(owner, "198.51.100.7", "ann", PASSWORD).status_code == 303
+
+
+def test_a_next_path_in_any_script_signs_in(server: LiveServer) -> None:
+    """``next`` ends in a Location header: characters beyond Latin-1 are escaped, never
+    a 500."""
+    _create_user(server, password=PASSWORD)
+    target = "/console/tasks?q=\u65e5\u672c\u20ac"
+    escaped = "/console/tasks?q=%E6%97%A5%E6%9C%AC%E2%82%AC"
+    with _browser(server) as browser:
+        signed_in = _sign_in(browser, "ann", PASSWORD, target)
+        assert signed_in.status_code == 303
+        assert signed_in.headers["location"] == escaped
+        again = browser.get("/console/login", params={"next": target})
+        assert (again.status_code, again.headers["location"]) == (303, escaped)
+
+
+class _HttpsBrowser:
+    """A browser behind a TLS-terminating proxy (``X-Forwarded-Proto: https``) that
+    keeps cookies itself: an http client would not send back ``Secure`` ones."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self.client = _browser(server)
+        self.cookies: dict[str, str] = {}
+        self.set_cookies: list[str] = []
+
+    def request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        headers = {"X-Forwarded-Proto": "https"}
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        response = self.client.request(method, path, headers=headers, **kwargs)  # type: ignore[arg-type]
+        for line in response.headers.get_list("set-cookie"):
+            self.set_cookies.append(line)
+            name, _, rest = line.partition("=")
+            value = rest.split(";", 1)[0].strip('"')
+            if "max-age=0" in line.lower() or not value:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        return response
+
+    def cookie_line(self, name: str) -> str:
+        return [line for line in self.set_cookies if line.startswith(f"{name}=")][-1]
+
+
+def test_cookies_are_secure_over_https_and_sign_out_clears_the_lease_tokens(
+    make_settings, clock: ManualClock
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.support import escalation
+
+    settings = make_settings(forwarded_allow_ips="127.0.0.1")
+    with live_server(settings, clock) as server:
+        _create_user(server, password=PASSWORD)
+        with server.new_client("producer") as producer:
+            task = producer.escalate(escalation())
+        assert task.status_code == 201, task.text
+        browser = _HttpsBrowser(server)
+        page = browser.request("GET", "/console/login")
+        form = {"username": "ann", "password": PASSWORD, "csrf": _csrf(page.text)}
+        assert browser.request("POST", "/console/login", data=form).status_code == 303
+        assert "secure" in browser.cookie_line("signoff_session").lower()
+        csrf = _csrf(browser.request("GET", "/console/account").text)
+        claimed = browser.request(
+            "POST", f"/console/tasks/{task.json()['id']}/claim", data={"csrf": csrf}
+        )
+        assert claimed.status_code < 400, claimed.text
+        assert "signoff_leases" in browser.cookies
+        assert "secure" in browser.cookie_line("signoff_leases").lower()
+        out = browser.request("POST", "/console/logout", data={"csrf": csrf})
+        assert out.status_code == 303
+        assert "signoff_leases" not in browser.cookies
+        assert "signoff_session" not in browser.cookies
+
+
 def test_pages_need_a_session_and_htmx_gets_401(server: LiveServer) -> None:
     with _browser(server) as browser:
         response = browser.get("/console/logout")  # GET is not a route; POST needs a session
@@ -126,6 +262,18 @@ def test_idle_and_absolute_lifetimes(server: LiveServer) -> None:
         assert _sign_in(browser, "ann", PASSWORD).status_code == 303
         clock.advance(31 * 60)
         assert browser.get("/console/login").status_code == 200
+
+
+def test_an_admin_cannot_give_a_guessable_password(server: LiveServer) -> None:
+    with server.admin() as admin:
+        for password in ("aaaaaaaaaaaa", "          ", "ann-signoff-2024"):
+            body = {"principal_id": "ann", "role": "reviewer", "password": password}
+            refused = admin.post("/users", json=body)
+            assert refused.status_code == 422, refused.text
+            problem = refused.json()
+            assert problem["error_code"] == "ERR_VALIDATION"
+            assert [e["field"] for e in problem["errors"]] == ["password"]
+    assert server.count("users") == 0
 
 
 def test_users_api_is_for_admins(server: LiveServer) -> None:

@@ -61,3 +61,42 @@ def test_groups_and_principal_from_claims() -> None:
         "ann@example.com"
     )
     assert principal_id_of({"sub": "123"}, "preferred_username") == "123"
+
+
+@pytest.mark.parametrize(
+    ("password", "why"),
+    [
+        ("short", "at least 10 characters"),
+        ("x" * 1025, "at most 1024 characters"),
+        ("aaaaaaaaaa", "too easy to guess"),
+        (" " * 10, "too easy to guess"),
+        ("password1234", "very common password"),
+        ("qwertyuiop12", "too easy to guess"),
+        ("ann-signoff-2024", "your user name"),
+        ("ann@example.com1", "too easy to guess"),
+    ],
+)
+def test_a_password_easy_to_guess_is_refused_saying_why(password: str, why: str) -> None:
+    from signoff.errors import Unprocessable
+    from signoff.services.users import check_password_rules
+
+    with pytest.raises(Unprocessable) as refused:
+        check_password_rules(password, context=["ann", "ann@example.com"])
+    [error] = refused.value.errors
+    assert error.field == "password"
+    assert why in error.message
+
+
+@pytest.mark.parametrize(
+    "password",
+    [
+        "correct horse battery",
+        "Tr0ub4dor&3 lamp",
+        "ann likes quiet rivers",
+        "é".join(["quiet river lamp"] * 60),
+    ],
+)
+def test_a_long_unusual_password_passes_whatever_its_characters(password: str) -> None:
+    from signoff.services.users import check_password_rules
+
+    check_password_rules(password, context=["ann", "ann@example.com"])

@@ -100,3 +100,24 @@ def test_a_terminal_traceback_is_redacted_too(monkeypatch: pytest.MonkeyPatch) -
     assert "link.opened" in text
     assert "secret-token" not in text
     assert text.count("/r/[redacted]") >= 2
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("/console/set-password/secret-token-3", "/console/set-password/[redacted]"),
+        (
+            "GET /console/login/sso/callback?code=secret-token-4&state=secret-token-5&iss=x",
+            "GET /console/login/sso/callback?code=[redacted]&state=[redacted]&iss=x",
+        ),
+        ("/x?ACCESS_TOKEN=secret-token-6", "/x?ACCESS_TOKEN=[redacted]"),
+        ("/console?view=mine&q=code", "/console?view=mine&q=code"),
+    ],
+)
+def test_every_credential_a_url_carries_is_redacted(
+    stderr: io.BytesIO, text: str, kept: str
+) -> None:
+    structlog.get_logger("signoff.test").info("http.request", path=text)
+    [line] = _lines(stderr)
+    assert "secret-token" not in stderr.getvalue().decode()
+    assert line["path"] == kept

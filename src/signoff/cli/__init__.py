@@ -7,7 +7,7 @@ non-zero (2 for a bad command line, 1 otherwise); never a traceback. Logs go to 
 stdout carries only what a command is asked for (an API key, the start-up lines).
 
 Modules: ``server`` (serve, migrate, worker), ``keys`` (create-key,
-generate-encryption-key), ``users`` (create-user), ``integrations`` (listen, mcp) and
+generate-encryption-key), ``users`` (create-user, link-sso), ``integrations`` (listen, mcp) and
 ``common`` (user errors, settings, a database that cannot be used, the CLI's operator).
 """
 
@@ -62,6 +62,7 @@ app.command()(server.serve)
 app.command()(server.migrate)
 app.command("create-key")(keys.create_key)
 app.command("create-user")(users.create_user)
+app.command("link-sso")(users.link_sso)
 app.command()(server.worker)
 app.command()(integrations.listen)
 app.command("generate-encryption-key")(keys.generate_encryption_key)

@@ -89,6 +89,7 @@ def serve(
             access_log=settings.access_log,
             log_config=server_log_config(settings.log_level),
             timeout_graceful_shutdown=30,
+            **proxy_options(settings),
             **fast,  # type: ignore[arg-type]
         )
         return
@@ -107,8 +108,19 @@ def serve(
         access_log=settings.access_log,
         log_config=server_log_config(settings.log_level),
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
+        **proxy_options(settings),
         **fast,  # type: ignore[arg-type]
     )
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's proxy headers: believed only from ``SIGNOFF_FORWARDED_ALLOW_IPS`` (never
+    from loopback by default, nor from uvicorn's own ``FORWARDED_ALLOW_IPS``). The
+    request's client address and scheme, which everything else reads, come from here."""
+    allowed = settings.forwarded_allow_ips.strip()
+    if not allowed:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": allowed}
 
 
 def start_up_notes(settings: Settings) -> list[str]:

@@ -1,4 +1,4 @@
-"""People who sign in to the console: ``create-user``."""
+"""People who sign in to the console: ``create-user``, ``link-sso``."""
 
 from __future__ import annotations
 
@@ -78,5 +78,45 @@ def create_user(
             f"User {principal_id} created ({role}). Send them this one-time link to set "
             f"their password (valid 24 hours):\n{created.set_password_link}"
         )
+
+    typer.echo(run_with_database(settings, run()))
+
+
+def link_sso(
+    principal_id: Annotated[
+        str,
+        typer.Option(help="The principal to sign in as: a console user or an API key's principal."),
+    ],
+    subject: Annotated[
+        str, typer.Option(help="The person's subject (`sub`) at the identity provider.")
+    ],
+    issuer: Annotated[
+        str | None,
+        typer.Option(
+            help="The identity provider's issuer as its ID tokens name it "
+            "(default: SIGNOFF_OIDC_ISSUER).",
+            metavar="URL",
+        ),
+    ] = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Let one identity-provider account sign in (single sign-on) as an existing principal.
+
+    Single sign-on never takes over a name that exists already: this is the only way."""
+    from signoff.errors import SignoffError
+    from signoff.services.users import link_sso as link
+
+    settings = settings_from(database_url)
+    issuer = issuer or settings.oidc_issuer
+    if not issuer:
+        raise UserError("--issuer is needed (SIGNOFF_OIDC_ISSUER is not set)")
+
+    async def run() -> str:
+        try:
+            async with as_cli_admin(settings) as (context, operator):
+                await link(context, operator, principal_id, issuer=issuer, subject=subject)
+        except SignoffError as exc:
+            raise UserError(exc.message) from None
+        return f"{subject} at {issuer} now signs in as {principal_id}."
 
     typer.echo(run_with_database(settings, run()))

@@ -7,7 +7,9 @@ a refusal is shown on the page in words, never as a bare status code.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -29,7 +31,7 @@ from signoff.console.shared import (
 from signoff.domain.clock import rfc3339
 from signoff.domain.states import OVERSEERS, TaskStatus
 from signoff.domain.tasks import Principal, Task
-from signoff.errors import SignoffError
+from signoff.errors import ErrorCode, SignoffError
 from signoff.services import inbox as inbox_service
 from signoff.services import supervision
 from signoff.services import tasks as task_service
@@ -104,7 +106,7 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
         "now": rfc3339(now),
         "supervisor": principal.role in OVERSEERS,
         "csrf": csrf_token(request),
-        "message": request.query_params.get("message"),
+        "message": notice_text(request.query_params),
         "warn_seconds": WARN_SECONDS,
     }
 
@@ -139,11 +141,9 @@ async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
             reason_code=filters.reason_code,
         )
     except SignoffError as error:
-        return go(request, "/console?" + urlencode({"message": error.message}))
+        return go(request, "/console?" + urlencode({"notice": "refused", "code": error.error_code}))
     if grant is None:
-        return go(
-            request, "/console?" + urlencode({"view": "available", "message": "Nothing to review."})
-        )
+        return go(request, "/console?" + urlencode({"view": "available", "notice": "nothing"}))
     tokens.keep(grant.task.id, grant.lease_token)
     return go(request, f"/console/tasks/{grant.task.id}?view=mine", tokens)
 
@@ -176,15 +176,47 @@ async def bulk(request: Request, principal: CsrfChecked) -> Response:
                 await supervision.reassign(context, principal, task_id, group)
                 tokens.drop(task_id)
             else:
-                failed.append("unknown action")
+                failed.append(ErrorCode.VALIDATION)
                 break
             done += 1
         except SignoffError as error:
-            failed.append(error.message)
-    message = f"{action}: {done} of {len(ids)} done." + (
-        " Not done: " + "; ".join(failed[:5]) if failed else ""
-    )
-    return go(request, f"/console?{back}&" + urlencode({"message": message}), tokens)
+            failed.append(error.error_code)
+    outcome = {"notice": "bulk", "action": action, "done": done, "of": len(ids)}
+    if failed:
+        outcome["failed"] = ",".join(dict.fromkeys(failed))
+    return go(request, f"/console?{back}&" + urlencode(outcome), tokens)
+
+
+BULK_ACTIONS = ("claim", "release", "reassign")
+
+
+def notice_text(params: Mapping[str, str]) -> str | None:
+    """The inbox's notice after a redirect. The address carries only a notice's name,
+    numbers and error codes, each shown as a fixed text: whatever else anyone writes
+    into a link is never shown."""
+    notice = params.get("notice")
+    if notice == "nothing":
+        return "Nothing to review."
+    if notice == "refused":
+        return _meaning(params.get("code", "")) or "That could not be done."
+    if notice == "bulk" and params.get("action") in BULK_ACTIONS:
+        done, total = params.get("done", ""), params.get("of", "")
+        if not (done.isdigit() and total.isdigit()):
+            return None
+        reasons = [_meaning(code) for code in params.get("failed", "").split(",") if code]
+        text = f"{params['action']}: {int(done)} of {int(total)} done."
+        known = [reason for reason in reasons if reason]
+        return text + (" Not done: " + " ".join(known[:5]) if known else "")
+    return None
+
+
+_CODES = {member.value: member for member in ErrorCode}
+
+
+def _meaning(code: str) -> str | None:
+    """The error code's one-line meaning, without the API fields it names."""
+    member = _CODES.get(code)
+    return re.sub(r" \(with `[^)]*\)", "", member.meaning) if member is not None else None
 
 
 async def next_in_view(

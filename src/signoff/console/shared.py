@@ -63,6 +63,13 @@ def is_htmx(request: Request) -> bool:
     return bool(request.headers.get("hx-request"))
 
 
+def secure_cookies(request: Request) -> bool:
+    """Whether the console's cookies are marked ``Secure``: the request came over https
+    (as the connection, or a listed proxy, says: ``SIGNOFF_FORWARDED_ALLOW_IPS``), or
+    the public URL is https."""
+    return request.url.scheme == "https" or service_context(request).settings.secure_cookies
+
+
 # Lease tokens ---------------------------------------------------------------------------
 
 
@@ -79,11 +86,28 @@ def _held_tokens(request: Request) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
 
 
-def _store_tokens(response: Response, tokens: dict[str, str]) -> None:
+def _store_tokens(response: Response, tokens: dict[str, str], *, secure: bool) -> None:
     kept = dict(list(tokens.items())[-MAX_HELD_TOKENS:])
     value = base64.urlsafe_b64encode(json.dumps(kept).encode()).decode().rstrip("=")
     response.set_cookie(
-        LEASE_COOKIE, value, path="/console", httponly=True, samesite="strict", max_age=86400
+        LEASE_COOKIE,
+        value,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        max_age=86400,
+        secure=secure,
+    )
+
+
+def forget_lease_tokens(request: Request, response: Response) -> None:
+    """Signing out: the browser's lease tokens go with the session."""
+    response.delete_cookie(
+        LEASE_COOKIE,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=secure_cookies(request),
     )
 
 
@@ -93,11 +117,12 @@ class TokenChanges:
 
     tokens: dict[str, str]
     changed: bool = False
+    secure: bool = False
 
     @classmethod
     def of(cls, request: Request) -> TokenChanges:
         """The tokens the request's cookie holds."""
-        return cls(_held_tokens(request))
+        return cls(_held_tokens(request), secure=secure_cookies(request))
 
     def keep(self, task_id: uuid.UUID | str, token: str) -> None:
         self.tokens.pop(str(task_id), None)
@@ -110,7 +135,7 @@ class TokenChanges:
 
     def apply(self, response: Response) -> Response:
         if self.changed:
-            _store_tokens(response, self.tokens)
+            _store_tokens(response, self.tokens, secure=self.secure)
         return response
 
 

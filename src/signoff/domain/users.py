@@ -23,6 +23,8 @@ class User:
     disabled_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    oidc_issuer: str | None = None
+    oidc_subject: str | None = None
 
     @property
     def principal(self) -> Principal:

@@ -3,9 +3,11 @@ resuming a session from its cookie, signing out.
 
 Sessions are server-side rows: the browser holds a random id (only its SHA-256 is
 stored), so signing out, disabling a user or an idle/absolute lifetime ending takes
-effect on the very next request. Failed sign-ins are counted per account and per address;
-past the limit sign-in is refused (429) until the window has passed, whatever the
-password.
+effect on the very next request. Sign-in attempts are counted per account from one
+address and per address, before the password is checked (one conditional write per
+scope, so concurrent attempts cannot all pass); past the limit sign-in is refused (429)
+until the window has passed, whatever the password. A right password clears its
+account-and-address count and is not counted against the address.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import structlog
 
 from signoff.domain.states import Role
 from signoff.domain.users import User
-from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated
+from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated, Unprocessable
 from signoff.services.context import ServiceContext
 from signoff.services.users import check_identity, hash_token, verify_password
+from signoff.store import keys as keys_store
 from signoff.store import users as store
 
 log = structlog.get_logger("signoff.users")
@@ -40,28 +43,52 @@ class SignedInSession:
     user: User
 
 
-def _scopes(username: str, address: str | None) -> list[str]:
-    scopes = [f"account:{username.strip().lower()}"]
-    if address:
-        scopes.append(f"address:{address}")
-    return scopes
+@dataclass(frozen=True)
+class _Scope:
+    key: str
+    limit: int
+    what: str
+    failures_only: bool
+    """Only failures count here: a right password gives its attempt back (the address
+    scope); otherwise a right password clears the scope (an account from one address)."""
 
 
-async def _throttle(ctx: ServiceContext, conn: Any, scopes: list[str], now: datetime) -> None:
+def _scopes(ctx: ServiceContext, account: str, address: str | None) -> list[_Scope]:
+    """An account from one address, and the address over every account. An account alone
+    is never throttled: strangers elsewhere cannot keep its owner out."""
+    account = account.strip().lower()
+    if address is None:  # not over HTTP (a command, a test): the account alone
+        return [
+            _Scope(f"account:{account}", ctx.settings.login_max_failures, "this account", False)
+        ]
+    return [
+        _Scope(
+            f"account:{account}|address:{address}",
+            ctx.settings.login_max_failures,
+            "this account from your address",
+            False,
+        ),
+        _Scope(
+            f"address:{address}",
+            ctx.settings.login_max_failures_per_address,
+            "your address",
+            True,
+        ),
+    ]
+
+
+async def _reserve(ctx: ServiceContext, conn: Any, scopes: list[_Scope], now: datetime) -> None:
+    """Count this attempt in every scope before its password is checked, or refuse it."""
     window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
     for scope in scopes:
-        count, oldest = await store.failures_since(conn, scope, now - window)
-        limit = (
-            ctx.settings.login_max_failures
-            if scope.startswith("account:")
-            else ctx.settings.login_max_failures_per_address
+        started = await store.reserve_attempt(
+            conn, scope.key, limit=scope.limit, now=now, window_start=now - window
         )
-        if count >= limit and oldest is not None:
-            retry_at = oldest + window
+        if started is not None:
+            retry_at = started + window
             wait = max(1, int((retry_at - now).total_seconds()) + 1)
-            what = "this account" if scope.startswith("account:") else "this address"
             raise TooManyRequests(
-                f"too many failed sign-ins for {what}; try again in "
+                f"too many failed sign-ins for {scope.what}; try again in "
                 f"{_minutes(wait)} (at {retry_at.strftime('%H:%M')} UTC)",
                 error_code=ErrorCode.TOO_MANY_ATTEMPTS,
                 extra={"retry_after": wait},
@@ -88,31 +115,36 @@ async def sign_in(
     """
     username = username.strip()
     now = ctx.now()
-    async with ctx.database.transaction(write=False) as uow:
+    window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
+    async with ctx.database.transaction() as uow:
+        # Alone, before any scope is held: it never waits on, or holds, a scope's row.
+        await store.delete_stale_attempts(uow.connection, now - window)
+        await uow.commit()
+    async with ctx.database.transaction() as uow:
         user = await store.find_user_for_login(uow.connection, username) if username else None
-        scopes = _scopes(user.principal_id if user else username, address)
-        await _throttle(ctx, uow.connection, scopes, now)
+        scopes = _scopes(ctx, user.principal_id if user else username, address)
+        await _reserve(ctx, uow.connection, scopes, now)  # refused: nothing is written
+        await uow.commit()
     good = await asyncio.to_thread(
         verify_password, user.password_hash if user and user.source == "local" else None, password
     )
+    if not good or user is None:  # the attempt stays counted
+        log.info("user.sign_in_failed", username=username[:100], address=address)
+        raise Unauthenticated(
+            "the username or password is not right", error_code=ErrorCode.BAD_CREDENTIALS
+        )
     async with ctx.database.transaction() as uow:
         conn = uow.connection
-        if not good or user is None:
-            await _throttle(ctx, conn, scopes, now)  # a parallel guess may have tipped it
-            window = timedelta(seconds=ctx.settings.login_failure_window_seconds)
-            await store.forget_failures(conn, scopes, before=now - window)
-            for scope in scopes:
-                await store.record_failure(conn, scope, now)
-            await uow.commit()
-            log.info("user.sign_in_failed", username=username[:100], address=address)
-            raise Unauthenticated(
-                "the username or password is not right", error_code=ErrorCode.BAD_CREDENTIALS
-            )
+        for scope in scopes:
+            if scope.failures_only:
+                await store.give_back_attempt(conn, scope.key)
+            else:
+                await store.forget_attempts(conn, scope.key)
         if user.disabled_at is not None:
+            await uow.commit()
             raise Forbidden(
                 "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
             )
-        await store.forget_failures(conn, scopes[:1])
         session = await _open_session(ctx, conn, user, now)
         await uow.commit()
     log.info("user.signed_in", principal_id=user.principal_id, method="password")
@@ -130,51 +162,96 @@ async def _open_session(
     return SignedInSession(session_id, user)
 
 
-async def sign_in_oidc(
-    ctx: ServiceContext, *, principal_id: str, email: str | None, groups: list[str], role: Role
-) -> SignedInSession:
-    """Open a session for someone the identity provider vouched for. Their user row is
-    created or brought up to date (role, groups, e-mail come from the provider).
+@dataclass(frozen=True)
+class Identity:
+    """Who the identity provider vouched for: its account ``(issuer, subject)`` is the
+    key; the rest is what it says about them."""
+
+    issuer: str
+    subject: str
+    principal_id: str
+    """The name a new account gets (the configured claim); never used to find one."""
+    email: str | None
+    email_verified: bool
+    groups: list[str]
+    role: Role
+
+
+async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSession:
+    """Open a session for someone the identity provider vouched for. The user linked to
+    their ``(issuer, subject)`` is found (or created, named by ``principal_id``) and
+    brought up to date: role and groups from the provider, the e-mail address only when
+    the provider says it is verified.
 
     Raises:
-        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when a local
-            account has this principal id (single sign-on never takes one over).
+        Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when the name
+            belongs to another principal (a password user, an API key's principal, another
+            identity): single sign-on never takes one over unless an administrator linked
+            it (``signoff link-sso``).
     """
-    groups = [g for g in groups if g and not any(c.isspace() or c == "," for c in g)]
-    check_identity(principal_id, role, groups, email)
+    groups = [g for g in identity.groups if g and not any(c.isspace() or c == "," for c in g)]
+    principal_id = identity.principal_id
+    check_identity(principal_id, identity.role, groups, None)
+    email = identity.email if identity.email_verified else None
+    if email is not None:
+        try:
+            check_identity(principal_id, identity.role, groups, email)
+        except Unprocessable:
+            email = None
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         conn = uow.connection
-        user = await store.find_user(conn, principal_id)
+        user = await store.find_user_by_identity(conn, identity.issuer, identity.subject)
+        if (
+            user is not None
+            and email is not None
+            and await store.email_in_use(conn, email, other_than=user.principal_id)
+        ):
+            email = None
         if user is None:
+            if await store.find_user(conn, principal_id) is not None or (
+                await keys_store.principal_has_keys(conn, principal_id)
+            ):
+                log.info(
+                    "user.sso_name_taken",
+                    principal_id=principal_id,
+                    issuer=identity.issuer,
+                    subject=identity.subject[:200],
+                )
+                raise Forbidden(
+                    f"the name {principal_id} belongs to another account here; an "
+                    "administrator can link your single sign-on identity to it",
+                    error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+                )
+            if email is not None and await store.email_in_use(conn, email, other_than=None):
+                email = None
             user = await store.insert_user(
                 conn,
                 user_id=uuid.uuid4(),
                 principal_id=principal_id,
-                role=role,
+                role=identity.role,
                 groups=groups,
                 email=email,
                 password_hash=None,
                 source="oidc",
                 now=now,
-            )
-        elif user.source != "oidc":
-            raise Forbidden(
-                f"a local account named {principal_id} exists; sign in with its password, "
-                "or ask an administrator",
-                error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+                oidc_issuer=identity.issuer,
+                oidc_subject=identity.subject,
             )
         elif user.disabled_at is not None:
             raise Forbidden(
                 "this account is disabled; ask an administrator", error_code=ErrorCode.USER_DISABLED
             )
         else:
-            user = await store.update_user(
-                conn, user.id, role=role.value, groups=groups, email=email, updated_at=now
-            )
+            values: dict[str, Any] = {"role": identity.role.value, "groups": groups}
+            if email is not None:
+                values["email"] = email
+            user = await store.update_user(conn, user.id, updated_at=now, **values)
         session = await _open_session(ctx, conn, user, now)
         await uow.commit()
-    log.info("user.signed_in", principal_id=principal_id, method="oidc", role=role.value)
+    log.info(
+        "user.signed_in", principal_id=user.principal_id, method="oidc", role=identity.role.value
+    )
     return session
 
 

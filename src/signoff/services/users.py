@@ -15,6 +15,7 @@ import functools
 import hashlib
 import secrets
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +33,7 @@ from signoff.errors import (
     validation_error,
 )
 from signoff.services.context import ServiceContext
+from signoff.store import keys as keys_store
 from signoff.store import users as store
 
 log = structlog.get_logger("signoff.users")
@@ -79,7 +81,25 @@ def verify_password(password_hash: str | None, password: str) -> bool:
         return False
 
 
-def check_password_rules(password: str) -> None:
+PASSWORD_CHECKED_LENGTH = 72
+"""How much of a password the guessability estimate reads (zxcvbn's own limit: its cost
+grows with length; 72 characters that are not guessable make the whole so)."""
+MIN_PASSWORD_SCORE = 3
+"""zxcvbn's score (0-4) a password must reach: 3 is "safely unguessable" (about 10^8
+guesses or more, for an offline attack on a slow hash)."""
+CONTEXT_WORDS = ("signoff", "sign-off", "console", "password")
+
+
+def check_password_rules(password: str, *, context: Sequence[str] = ()) -> None:
+    """The one rule a console password must meet (NIST SP 800-63B): at least
+    ``MIN_PASSWORD_LENGTH`` characters, at most ``MAX_PASSWORD_LENGTH``, and not easy to
+    guess: not a common or breached password, a keyboard pattern, a repetition, a date,
+    or the user's own name and e-mail address or this service's name with little else
+    (zxcvbn's frequency lists, offline). No composition rules.
+
+    Raises:
+        Unprocessable: 422 ``ERR_VALIDATION`` on ``password``, saying why.
+    """
     if len(password) < MIN_PASSWORD_LENGTH:
         raise validation_error(
             [FieldError("password", f"must be at least {MIN_PASSWORD_LENGTH} characters")]
@@ -88,6 +108,48 @@ def check_password_rules(password: str) -> None:
         raise validation_error(
             [FieldError("password", f"must be at most {MAX_PASSWORD_LENGTH} characters")]
         )
+    words = _context_words(context)
+    checked = password[:PASSWORD_CHECKED_LENGTH]
+    weak = _weakness(checked, words)
+    if weak is None:
+        # The user's name or this service's name does not count as strength.
+        rest = checked.lower()
+        for word in sorted(words, key=len, reverse=True):
+            rest = rest.replace(word, "")
+        if rest != checked.lower():
+            if len(rest) < MIN_PASSWORD_LENGTH:
+                weak = "is mostly your user name, your e-mail address or the name of this service"
+            elif _weakness(rest, words) is not None:
+                weak = (
+                    "is your user name, your e-mail address or the name of this service "
+                    "with too little else"
+                )
+    if weak is not None:
+        raise validation_error(
+            [FieldError("password", f"{weak}. A few unrelated words make a good one")]
+        )
+
+
+def _context_words(context: Sequence[str]) -> list[str]:
+    words = set(CONTEXT_WORDS)
+    for item in context:
+        for part in (item, *item.replace("@", " ").replace(".", " ").split()):
+            if len(part) >= 3:
+                words.add(part.lower())
+    return sorted(words)
+
+
+def _weakness(password: str, words: list[str]) -> str | None:
+    """Why ``password`` is easy to guess, or ``None``."""
+    from zxcvbn import zxcvbn
+
+    result = zxcvbn(password, user_inputs=words)
+    if result["score"] >= MIN_PASSWORD_SCORE:
+        return None
+    warning = str(result["feedback"].get("warning") or "").rstrip(".")
+    if warning:
+        return f"is too easy to guess ({warning[:1].lower() + warning[1:]})"
+    return "is too easy to guess"
 
 
 def check_identity(principal_id: str, role: Role, groups: list[str], email: str | None) -> None:
@@ -145,7 +207,7 @@ async def create_user(
     groups = list(groups or [])
     check_identity(principal_id, role, groups, email)
     if password is not None:
-        check_password_rules(password)
+        check_password_rules(password, context=[principal_id, email or ""])
     password_hash = await asyncio.to_thread(hash_password, password) if password else None
     now = ctx.now()
     token = secrets.token_urlsafe(32)
@@ -281,6 +343,58 @@ async def update_user(
     return updated
 
 
+async def link_sso(
+    ctx: ServiceContext, caller: Principal, principal_id: str, *, issuer: str, subject: str
+) -> User:
+    """Let the identity provider's account ``(issuer, subject)`` sign in as ``principal_id``
+    (admins only): a local user keeps its password too; an API key's principal gets a
+    user (its role and groups come from the provider at each sign-in).
+
+    Raises:
+        NotFound: 404 ``ERR_USER_NOT_FOUND`` when no user or API key has that principal.
+        Conflict: 409 ``ERR_USER_EXISTS`` when the identity is linked to someone else.
+    """
+    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    if not issuer.strip() or not subject.strip():
+        raise validation_error([FieldError("subject", "issuer and subject must not be empty")])
+    now = ctx.now()
+    async with ctx.database.transaction() as uow:
+        conn = uow.connection
+        linked = await store.find_user_by_identity(conn, issuer, subject)
+        user = await store.find_user(conn, principal_id)
+        if linked is not None and (user is None or linked.id != user.id):
+            raise Conflict(
+                f"that identity signs in as {linked.principal_id} already",
+                error_code=ErrorCode.USER_EXISTS,
+            )
+        if user is not None:
+            user = await store.update_user(
+                conn, user.id, oidc_issuer=issuer, oidc_subject=subject, updated_at=now
+            )
+        elif await keys_store.principal_has_keys(conn, principal_id):
+            user = await store.insert_user(
+                conn,
+                user_id=uuid.uuid4(),
+                principal_id=principal_id,
+                role=Role.REVIEWER,
+                groups=[],
+                email=None,
+                password_hash=None,
+                source="oidc",
+                now=now,
+                oidc_issuer=issuer,
+                oidc_subject=subject,
+            )
+        else:
+            raise NotFound(
+                f"no user or API key has the principal {principal_id}",
+                error_code=ErrorCode.USER_NOT_FOUND,
+            )
+        await uow.commit()
+    log.info("user.sso_linked", principal_id=principal_id, issuer=issuer, by=caller.principal_id)
+    return user
+
+
 # Set-password links -------------------------------------------------------------------
 
 
@@ -320,7 +434,8 @@ async def _link_user(conn: Any, token: str, now: datetime) -> User:
 async def set_password_with_token(ctx: ServiceContext, token: str, password: str) -> User:
     """Set the password a one-time link is for; the link then stops working, and every
     existing session of the user ends."""
-    check_password_rules(password)
+    user = await check_password_token(ctx, token)
+    check_password_rules(password, context=[user.principal_id, user.email or ""])
     password_hash = await asyncio.to_thread(hash_password, password)
     now = ctx.now()
     async with ctx.database.transaction() as uow:
@@ -345,7 +460,9 @@ async def set_password(
 ) -> User:
     """Set a local user's password directly (admins only: ``create-user --password-stdin``)."""
     require_role(caller, frozenset({Role.ADMIN}), "manage users")
-    check_password_rules(password)
+    async with ctx.database.transaction(write=False) as uow:
+        user = await _existing(uow.connection, principal_id)
+    check_password_rules(password, context=[principal_id, user.email or ""])
     password_hash = await asyncio.to_thread(hash_password, password)
     now = ctx.now()
     async with ctx.database.transaction() as uow:

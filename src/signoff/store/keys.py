@@ -61,6 +61,12 @@ async def find_principal_by_key_hash(conn: AsyncConnection, key_hash: str) -> Pr
     )
 
 
+async def principal_has_keys(conn: AsyncConnection, principal_id: str) -> bool:
+    """Whether any API key (live or revoked) was ever issued to ``principal_id``."""
+    row = (await conn.execute(select(K.id).where(K.principal_id == principal_id).limit(1))).first()
+    return row is not None
+
+
 async def revoke_api_key(conn: AsyncConnection, key_id: uuid.UUID, now: datetime) -> str | None:
     """Revoke a live key; its hash, or None when no live key has this id. On PostgreSQL
     the same transaction notifies every process's key cache (``signoff_api_keys``)."""

@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     Uuid,
     text,
 )
@@ -461,7 +462,12 @@ users = Table(
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # The identity provider's account this user signs in as (single sign-on): the
+    # issuer and its stable subject, never a name the provider lets people choose.
+    Column("oidc_issuer", Text),
+    Column("oidc_subject", Text),
     Index("ix_users_email", "email"),
+    UniqueConstraint("oidc_issuer", "oidc_subject"),
 )
 
 #: Console sessions, server-side: the cookie carries the id, only its SHA-256 is stored.
@@ -487,12 +493,12 @@ password_tokens = Table(
     Index("ix_password_tokens_user", "user_id"),
 )
 
-#: Failed sign-ins, per account and per address, for throttling.
-login_failures = Table(
-    "login_failures",
+#: Sign-in attempts per throttling scope (an account from one address, an address) in
+#: the current window. An attempt is counted before its password is checked.
+login_attempts = Table(
+    "login_attempts",
     metadata,
-    Column("id", Uuid(as_uuid=True), primary_key=True),
-    Column("scope", Text, nullable=False),
-    Column("failed_at", UtcDateTime, nullable=False),
-    Index("ix_login_failures_scope", "scope", "failed_at"),
+    Column("scope", Text, primary_key=True),
+    Column("window_started_at", UtcDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),
 )

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import case, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
 from signoff.domain.users import User
-from signoff.store.tables import login_failures, password_tokens, user_sessions, users
+from signoff.store.tables import login_attempts, password_tokens, user_sessions, users
 
 U = users.c
 S = user_sessions.c
 P = password_tokens.c
-F = login_failures.c
+A = login_attempts.c
 
 
 def _user(row: Any) -> User:
@@ -31,6 +32,8 @@ def _user(row: Any) -> User:
         disabled_at=row.disabled_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        oidc_issuer=row.oidc_issuer,
+        oidc_subject=row.oidc_subject,
     )
 
 
@@ -45,6 +48,8 @@ async def insert_user(
     password_hash: str | None,
     source: str,
     now: datetime,
+    oidc_issuer: str | None = None,
+    oidc_subject: str | None = None,
 ) -> User:
     row = (
         await conn.execute(
@@ -57,6 +62,8 @@ async def insert_user(
                 email=email,
                 password_hash=password_hash,
                 source=source,
+                oidc_issuer=oidc_issuer,
+                oidc_subject=oidc_subject,
                 created_at=now,
                 updated_at=now,
             )
@@ -73,6 +80,14 @@ async def find_user(conn: AsyncConnection, principal_id: str) -> User | None:
 
 async def find_user_by_id(conn: AsyncConnection, user_id: uuid.UUID) -> User | None:
     row = (await conn.execute(select(users).where(U.id == user_id))).first()
+    return _user(row) if row else None
+
+
+async def find_user_by_identity(conn: AsyncConnection, issuer: str, subject: str) -> User | None:
+    """The user linked to the identity provider's account ``(issuer, subject)``."""
+    row = (
+        await conn.execute(select(users).where(U.oidc_issuer == issuer, U.oidc_subject == subject))
+    ).first()
     return _user(row) if row else None
 
 
@@ -199,37 +214,56 @@ async def retire_password_tokens(conn: AsyncConnection, user_id: uuid.UUID, now:
     )
 
 
-# Failed sign-ins ------------------------------------------------------------------------
+# Sign-in attempts ---------------------------------------------------------------------
 
 
-async def failures_since(
-    conn: AsyncConnection, scope: str, since: datetime
-) -> tuple[int, datetime | None]:
-    """How many failures ``scope`` had since ``since``, and the oldest of them."""
-    row = (
-        await conn.execute(
-            select(func.count(), func.min(F.failed_at)).where(
-                F.scope == scope, F.failed_at >= since
-            )
-        )
-    ).one()
-    oldest = row[1]
-    if isinstance(oldest, str):  # SQLite aggregates lose the column type
-        oldest = datetime.fromisoformat(oldest)
-    if oldest is not None and oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=UTC)
-    return int(row[0]), oldest
+async def reserve_attempt(
+    conn: AsyncConnection, scope: str, *, limit: int, now: datetime, window_start: datetime
+) -> datetime | None:
+    """Count one sign-in attempt for ``scope``, in one statement: ``None`` when it was
+    counted (fewer than ``limit`` attempts since the window began, or the window has
+    passed and a new one begins now), else when the full window began (nothing counted).
+
+    One conditional upsert: on PostgreSQL concurrent attempts queue on the scope's row and
+    each sees the count the one before left; SQLite writes one at a time. So no more than
+    ``limit`` attempts per window ever pass, however many arrive at once."""
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    proposed = dialect_insert(login_attempts).values(scope=scope, window_started_at=now, attempts=1)
+    expired = A.window_started_at < window_start
+    statement = proposed.on_conflict_do_update(
+        index_elements=[A.scope],
+        set_={
+            "attempts": case((expired, 1), else_=A.attempts + 1),
+            "window_started_at": case((expired, now), else_=A.window_started_at),
+        },
+        where=or_(expired, A.attempts < limit),
+    ).returning(A.scope)
+    if (await conn.execute(statement)).first() is not None:
+        return None
+    started = (await conn.execute(select(A.window_started_at).where(A.scope == scope))).scalar_one()
+    return started if isinstance(started, datetime) else now
 
 
-async def record_failure(conn: AsyncConnection, scope: str, now: datetime) -> None:
-    await conn.execute(insert(login_failures).values(id=uuid.uuid4(), scope=scope, failed_at=now))
+async def give_back_attempt(conn: AsyncConnection, scope: str) -> None:
+    """Un-count one attempt of ``scope`` (it was not a failure)."""
+    await conn.execute(
+        update(login_attempts)
+        .where(A.scope == scope, A.attempts > 0)
+        .values(attempts=A.attempts - 1)
+    )
 
 
-async def forget_failures(
-    conn: AsyncConnection, scopes: list[str], *, before: datetime | None = None
-) -> None:
-    """Delete the failures of ``scopes`` (all of them, or only those older than ``before``)."""
-    statement = delete(login_failures).where(F.scope.in_(scopes))
-    if before is not None:
-        statement = statement.where(F.failed_at < before)
-    await conn.execute(statement)
+async def forget_attempts(conn: AsyncConnection, scope: str) -> None:
+    await conn.execute(delete(login_attempts).where(A.scope == scope))
+
+
+async def delete_stale_attempts(conn: AsyncConnection, window_start: datetime) -> None:
+    """Forget scopes whose window has passed. Rows another transaction holds are skipped
+    (PostgreSQL), so this never waits: run it in a transaction of its own."""
+    stale = (
+        select(A.scope)
+        .where(A.window_started_at < window_start)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    await conn.execute(delete(login_attempts).where(A.scope.in_(stale)))

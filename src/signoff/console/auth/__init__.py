@@ -29,8 +29,10 @@ The contract the console pages code against::
   above. :func:`signoff.api.app.create_app` calls it.
 
 Sessions are server-side rows; the cookie (``signoff_session``: HttpOnly, SameSite=Lax,
-Secure when ``SIGNOFF_PUBLIC_BASE_URL`` is https) carries a random id signed with
-``SIGNOFF_SECRET_KEY``. Replicas must share that key.
+Secure when the request came over https, as the connection or a proxy listed in
+``SIGNOFF_FORWARDED_ALLOW_IPS`` says, or ``SIGNOFF_PUBLIC_BASE_URL`` is https) carries a
+random id signed with ``SIGNOFF_SECRET_KEY``. Replicas must share that key. Signing out
+clears it and the lease-token cookie (``console/shared.py``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, Request
 from starlette.responses import Response
 
+from signoff.console.shared import forget_lease_tokens, secure_cookies
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
 from signoff.domain.users import User
@@ -34,6 +35,7 @@ def _context(request: Request) -> ServiceContext:
 
 
 def set_session_cookie(request: Request, response: Response, session_id: str) -> None:
+    """The session cookie (``Secure`` over https, see :func:`secure_cookies`)."""
     settings = _context(request).settings
     value = f"{session_id}.{form_mac(settings, 'session', session_id)}"
     response.set_cookie(
@@ -43,15 +45,16 @@ def set_session_cookie(request: Request, response: Response, session_id: str) ->
         path="/",
         httponly=True,
         samesite="lax",
-        secure=settings.secure_cookies,
+        secure=secure_cookies(request),
     )
 
 
 def clear_session_cookie(request: Request, response: Response) -> None:
-    settings = _context(request).settings
+    """Signing out: the session cookie and the lease tokens held with it go."""
     response.delete_cookie(
-        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=settings.secure_cookies
+        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=secure_cookies(request)
     )
+    forget_lease_tokens(request, response)
 
 
 def session_id_of(request: Request) -> str | None:
@@ -99,7 +102,8 @@ def wants_fragment(request: Request) -> bool:
 
 
 def safe_next(target: str | None) -> str:
-    """``target`` when it is a path on this site, else the inbox."""
+    """``target`` when it is a path on this site, else the inbox; always ASCII (it goes
+    into headers)."""
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return HOME_PATH
     parts = urlsplit(target)
@@ -107,7 +111,8 @@ def safe_next(target: str | None) -> str:
     # "//evil.example"), so any control character, space or backslash is refused.
     if parts.scheme or parts.netloc or any(c <= " " or c in "\\\x7f" for c in target):
         return HOME_PATH
-    return target
+    # It becomes a Location header, which is ASCII: other characters as UTF-8 escapes.
+    return "".join(c if c.isascii() else quote(c, safe="") for c in target)
 
 
 def login_url(next_path: str | None) -> str:
@@ -190,7 +195,7 @@ def keep_anonymous_csrf_cookie(request: Request, response: Response) -> None:
             path="/console",
             httponly=True,
             samesite="lax",
-            secure=_context(request).settings.secure_cookies,
+            secure=secure_cookies(request),
         )
 
 

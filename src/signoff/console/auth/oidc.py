@@ -3,11 +3,14 @@
 ``GET /console/login/sso`` sends the browser to the provider (authorization code flow,
 with state and nonce); ``GET /console/login/sso/callback`` checks the answer (the ID
 token's signature, issuer, audience and nonce, through Authlib), maps the person's groups
-to a role with ``SIGNOFF_OIDC_ROLE_MAP`` and opens a console session. The principal id
-is the ``SIGNOFF_OIDC_USERNAME_CLAIM`` claim (``preferred_username`` by default), else the
-e-mail address, else ``sub``. Someone in no mapped group is refused with a page that says
-which groups Signoff accepts. The state of the round trip lives for ten minutes in its
-own signed cookie (``signoff_sso``), scoped to ``/console/login``.
+to a role with ``SIGNOFF_OIDC_ROLE_MAP`` and opens a console session. The account is
+found by the ID token's issuer and subject (``iss``, ``sub``), never by a name; a new
+account is named by the ``SIGNOFF_OIDC_USERNAME_CLAIM`` claim (``preferred_username`` by
+default), else the e-mail address, else ``sub``, and refused when that name belongs to
+another principal (see :func:`signoff.services.sessions.sign_in_oidc`). The e-mail
+address is taken only when ``email_verified`` is true. Someone in no mapped group is
+refused with a page that says which groups Signoff accepts. The state of the round trip
+lives for ten minutes in its own signed cookie (``signoff_sso``), scoped to ``/console/login``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,28 @@ router = APIRouter(prefix="/console/login/sso", include_in_schema=False)
 
 CALLBACK_PATH = "/console/login/sso/callback"
 RANK = {Role.REVIEWER: 1, Role.SUPERVISOR: 2, Role.ADMIN: 3}
+#: The ``error`` codes an authorization response may carry (RFC 6749 4.1.2.1, OpenID
+#: Connect Core 3.1.2.6): the only provider text a page shows.
+OAUTH_ERRORS = frozenset(
+    {
+        "invalid_request",
+        "unauthorized_client",
+        "access_denied",
+        "unsupported_response_type",
+        "invalid_scope",
+        "server_error",
+        "temporarily_unavailable",
+        "interaction_required",
+        "login_required",
+        "account_selection_required",
+        "consent_required",
+        "invalid_request_uri",
+        "invalid_request_object",
+        "request_not_supported",
+        "request_uri_not_supported",
+        "registration_not_supported",
+    }
+)
 
 
 def _context(request: Request) -> ServiceContext:
@@ -131,12 +156,15 @@ async def callback(request: Request) -> Response:
     if not settings.oidc_enabled:
         return _refused(request, 404, "Single sign-on is not configured on this Signoff.")
     if "error" in request.query_params:
-        reason = request.query_params.get("error_description") or request.query_params["error"]
+        # Only a code the standard defines is shown; the provider's description (and any
+        # other text in the address, which anyone can write) never reaches the page.
+        code = request.query_params["error"]
+        log.info("oidc.provider_error", error=code[:100])
+        shown = f" (error code {code})" if code in OAUTH_ERRORS else ""
         return _refused(
             request,
             403,
-            f"The identity provider did not sign you in ({reason}). Start again from the "
-            "sign-in page.",
+            f"The identity provider did not sign you in{shown}. Start again from the sign-in page.",
         )
     next_path = safe_next(request.session.get("next"))
     try:
@@ -160,11 +188,12 @@ async def callback(request: Request) -> Response:
     finally:
         request.session.clear()
     claims: dict[str, Any] = dict(token.get("userinfo") or {})
+    issuer, subject = claims.get("iss"), claims.get("sub")
     principal_id = principal_id_of(claims, settings.oidc_username_claim)
     groups = groups_of(claims, settings.oidc_groups_claim)
     role_map: dict[str, str] = json.loads(settings.oidc_role_map)
     role = role_for(groups, role_map)
-    if principal_id is None:
+    if principal_id is None or not isinstance(issuer, str) or not isinstance(subject, str):
         return _refused(request, 403, "The identity provider did not say who you are.")
     if role is None:
         accepted = ", ".join(sorted(role_map)) or "(none are configured)"
@@ -177,12 +206,18 @@ async def callback(request: Request) -> Response:
             f"{accepted}.",
         )
     try:
+        email = claims.get("email")
         session = await sessions.sign_in_oidc(
             context,
-            principal_id=principal_id,
-            email=claims.get("email") if isinstance(claims.get("email"), str) else None,
-            groups=groups,
-            role=role,
+            sessions.Identity(
+                issuer=issuer,
+                subject=subject,
+                principal_id=principal_id,
+                email=email if isinstance(email, str) else None,
+                email_verified=claims.get("email_verified") in (True, "true"),
+                groups=groups,
+                role=role,
+            ),
         )
     except (Forbidden, Unprocessable) as exc:
         return _refused(request, 403, exc.message[:1].upper() + exc.message[1:] + ".")
