@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
+from signoff.bodies import read_bounded_body
 from signoff.domain.clock import SystemClock
 from signoff.services import demo
 from signoff.services.context import ServiceContext
@@ -43,7 +44,7 @@ def install_receiver(app: FastAPI, secret: str) -> None:
 
     @router.post(demo.RECEIVER_PATH)
     async def receive(request: Request) -> Response:
-        body = await request.body()
+        body = await read_bounded_body(request, request.app.state.context.settings.max_body_bytes)
         try:
             verify(request.headers, body, secret)
         except WebhookVerificationError:

@@ -224,6 +224,11 @@ class ErrorCode(StrEnum):
         429,
         "Too many failed console sign-ins (with `Retry-After`).",
     )
+    TOO_MANY_WAITS = (
+        "ERR_TOO_MANY_WAITS",
+        429,
+        "Too many long-polls or event streams open for this key or account (with `Retry-After`).",
+    )
     INTERNAL = "ERR_INTERNAL", 500, "A bug; the answer carries no details."
     NOT_READY = (
         "ERR_NOT_READY",

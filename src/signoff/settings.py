@@ -33,6 +33,17 @@ class Settings(BaseSettings):
     lease_seconds: int = Field(default=900, gt=0, le=86400)
     idempotency_ttl_seconds: int = Field(default=86400, gt=0)
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    # --- what the server bounds (docs/operations.md, "Connection limits and timeouts") ---
+    header_timeout_seconds: float = Field(default=10, gt=0)
+    """A connection must finish a request's headers within this long, or is closed."""
+    max_connections: int = Field(default=1000, ge=1)
+    """Open connections per ``signoff serve`` process; one more is closed at once."""
+    shutdown_wait_seconds: float = Field(default=30, gt=0)
+    """On SIGTERM: how long requests in flight may take before they are cancelled."""
+    max_long_polls_per_key: int = Field(default=100, ge=1)
+    """Long-polls one API key (or console user) may have parked at once, per process."""
+    max_streams_per_key: int = Field(default=10, ge=1)
+    """Console event streams one user may have open at once, per process."""
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int | None = Field(default=None, ge=1, le=64)

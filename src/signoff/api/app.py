@@ -22,6 +22,7 @@ from signoff.api.routes import users as user_routes
 from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
+from signoff.draining import when_stopping
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.runtime.database import Database, create_engine
@@ -73,9 +74,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # process: keep it out of the cyclic collector's full passes, which otherwise walk
         # it all again and again under load (pauses in the tail latency).
         gc.freeze()
+        # The server stopping wakes every long-poll and event stream at once.
+        forget = when_stopping(database.changes.drain)
         try:
             yield
         finally:
+            forget()
             stop.set()
             if worker is not None:
                 await worker  # drains the attempts in flight

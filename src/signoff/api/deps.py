@@ -10,10 +10,11 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from signoff.api.schemas import Problem
+from signoff.bodies import read_bounded_body
 from signoff.domain.json_input import join_path, parse_json_strict
 from signoff.domain.tasks import Principal
 from signoff.domain.text_guard import body_problems
-from signoff.errors import BadRequest, ErrorCode, FieldError, PayloadTooLarge, validation_error
+from signoff.errors import BadRequest, ErrorCode, FieldError, validation_error
 from signoff.services import keys
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
@@ -109,21 +110,7 @@ async def read_body(request: Request) -> bytes:
     """The raw body, refusing more than ``SIGNOFF_MAX_BODY_BYTES`` (413
     ``ERR_PAYLOAD_TOO_LARGE``) while it streams in: never more than the limit in memory.
     Every body the API reads (JSON or form) comes through here."""
-    limit = get_context(request).settings.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(
-            f"request body exceeds {limit} bytes", error_code=ErrorCode.PAYLOAD_TOO_LARGE
-        )
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(
-                f"request body exceeds {limit} bytes", error_code=ErrorCode.PAYLOAD_TOO_LARGE
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_bounded_body(request, get_context(request).settings.max_body_bytes)
 
 
 #: What JSON counts as whitespace (RFC 8259): a body of only these is an empty body. Not

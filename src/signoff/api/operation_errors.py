@@ -89,7 +89,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.STALE_REVISION,
     ),
     "GET /tasks": (ErrorCode.VALIDATION,),
-    "GET /tasks/{task_id}": (ErrorCode.TASK_NOT_FOUND,),
+    "GET /tasks/{task_id}": (ErrorCode.TASK_NOT_FOUND, ErrorCode.TOO_MANY_WAITS),
     "GET /tasks/{task_id}/events": (ErrorCode.TASK_NOT_FOUND,),
     # approvals bound to versions
     "PUT /tasks/{task_id}/subject": (

@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
+import threading
+import time
 from typing import Annotated, Any
 
 import typer
 import uvicorn
 from sqlalchemy.engine import make_url
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from signoff.bootstrap import prepare_database
 from signoff.cli.common import DatabaseOption, run_with_database, settings_from
+from signoff.cli.protocol import SignoffHttp
 from signoff.logs import configure_logging, server_log_config
 from signoff.settings import Settings
+
+#: How often each ``serve --workers N`` process checks that its parent still runs.
+PARENT_CHECK_SECONDS = 1.0
+#: The environment variable naming the supervisor's process id to its processes (a process
+#: started after the supervisor died already has another parent).
+SUPERVISOR_PID = "_SIGNOFF_SUPERVISOR_PID"
 
 
 def serve(
@@ -68,8 +79,21 @@ def serve(
     for line in demo_lines:
         typer.echo(line)
     sys.stdout.flush()
-    # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C.
-    fast = {"loop": "uvloop", "http": "httptools"}
+    # uvloop and httptools (uvicorn[standard]): the event loop and HTTP parser in C; the
+    # protocol adds the header timeout, the connection cap and the drain (cli/protocol.py).
+    SignoffHttp.configure(settings)
+    options: dict[str, Any] = {
+        "loop": "uvloop",
+        "http": SignoffHttp,
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "access_log": settings.access_log,
+        "log_config": server_log_config(settings.log_level),
+        # A request stuck on a lock must not delay exit forever.
+        "timeout_graceful_shutdown": settings.shutdown_wait_seconds,
+        **proxy_options(settings),
+    }
     if processes > 1:
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
@@ -79,18 +103,13 @@ def serve(
             import secrets
 
             os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
-        uvicorn.run(
-            "signoff.cli.server:server_process_app",
-            factory=True,
-            workers=processes,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-            access_log=settings.access_log,
-            log_config=server_log_config(settings.log_level),
-            timeout_graceful_shutdown=30,
-            **proxy_options(settings),
-            **fast,  # type: ignore[arg-type]
+        _serve_processes(
+            uvicorn.Config(
+                "signoff.cli.server:server_process_app",
+                factory=True,
+                workers=processes,
+                **options,
+            )
         )
         return
     from signoff.api.app import create_app
@@ -100,17 +119,7 @@ def serve(
         from signoff.demo import install_receiver
 
         install_receiver(application, demo_secret)
-    uvicorn.run(
-        application,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        log_config=server_log_config(settings.log_level),
-        timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
-        **proxy_options(settings),
-        **fast,  # type: ignore[arg-type]
-    )
+    uvicorn.run(application, **options)
 
 
 def proxy_options(settings: Settings) -> dict[str, Any]:
@@ -144,13 +153,48 @@ def start_up_notes(settings: Settings) -> list[str]:
     return notes
 
 
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor of ``serve --workers N``, remembering the signal that stopped it."""
+
+    stopped_by: signal.Signals | None = None
+
+    def handle_term(self) -> None:
+        self.stopped_by = signal.SIGTERM
+        super().handle_term()
+
+
+def _serve_processes(config: uvicorn.Config) -> None:
+    """Serve with ``config.workers`` processes; after SIGTERM, exit by that signal (status
+    143), as a single process does."""
+    os.environ[SUPERVISOR_PID] = str(os.getpid())  # each process stops once it is gone
+    supervisor = _Supervisor(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    if supervisor.stopped_by is not None:
+        signal.signal(supervisor.stopped_by, signal.SIG_DFL)
+        signal.raise_signal(supervisor.stopped_by)
+
+
 def server_process_app() -> Any:
-    """The app factory of each ``serve --workers N`` process (settings from the environment)."""
+    """The app factory of each ``serve --workers N`` process (settings from the environment).
+
+    Each process stops (gracefully, as on SIGTERM) once its parent is gone: killing the
+    parent alone must not leave processes serving on the port."""
     from signoff.api.app import create_app
 
     settings = Settings()
     configure_logging(settings.log_level)
+    SignoffHttp.configure(settings)
+    supervisor = int(os.environ.get(SUPERVISOR_PID) or os.getppid())
+    threading.Thread(
+        target=_stop_with_parent, args=(supervisor,), daemon=True, name="parent-watch"
+    ).start()
     return create_app(settings)
+
+
+def _stop_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def migrate(database_url: DatabaseOption = None) -> None:

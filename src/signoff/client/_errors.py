@@ -351,6 +351,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_WEBHOOK_URL_FORBIDDEN",
         "ERR_UNKNOWN_POLICY",
         "ERR_TOO_MANY_ATTEMPTS",
+        "ERR_TOO_MANY_WAITS",
         "ERR_INTERNAL",
         "ERR_HTTP",
     }

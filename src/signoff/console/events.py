@@ -8,16 +8,22 @@ from starlette.responses import Response, StreamingResponse
 from signoff.console import live
 from signoff.console.auth import SignedIn
 from signoff.console.shared import page_router, service_context
+from signoff.services.wait_slots import WaitKind
 
 router = page_router()
 
 
 @router.get("/events")
 async def events(request: Request, principal: SignedIn) -> Response:
-    """Server-Sent Events: ``change`` whenever a task changed; the page then asks what."""
-    hub = live.hub_for(request.app.state, service_context(request))
+    """Server-Sent Events: ``change`` whenever a task changed; the page then asks what.
+    At most ``SIGNOFF_MAX_STREAMS_PER_KEY`` per user at once (429 ``ERR_TOO_MANY_WAITS``)."""
+    context = service_context(request)
+    give_back = context.wait_slots.take(
+        WaitKind.STREAM, principal.key_id, context.settings.max_streams_per_key
+    )
+    hub = live.hub_for(request.app.state, context)
     return StreamingResponse(
-        live.event_stream(hub, request.is_disconnected),
+        live.event_stream(hub, request.is_disconnected, give_back),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

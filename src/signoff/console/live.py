@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import structlog
@@ -98,21 +98,27 @@ def hub_for(app_state: Any, context: ServiceContext) -> ChangeHub:
     return hub
 
 
-async def event_stream(hub: ChangeHub, is_disconnected: Any) -> AsyncIterator[str]:
+async def event_stream(
+    hub: ChangeHub, is_disconnected: Any, give_back: Callable[[], None]
+) -> AsyncIterator[str]:
     """``change`` events while something changes, comments as heartbeats; ends after
-    :data:`STREAM_SECONDS` (the browser reconnects on its own)."""
+    :data:`STREAM_SECONDS` (the browser reconnects on its own), or at once when the server
+    stops. ``give_back`` returns the stream's slot when it ends."""
     loop = asyncio.get_running_loop()
     ends = loop.time() + STREAM_SECONDS
-    async with hub.subscription():
-        seen = hub.generation
-        yield "retry: 2000\n\n"
-        while loop.time() < ends:
-            if await is_disconnected():
-                return
-            left = min(HEARTBEAT_SECONDS, ends - loop.time())
-            current = await hub.wait(seen, max(left, 0.0))
-            if current != seen:
-                seen = current
-                yield f"event: change\ndata: {current}\n\n"
-            else:
-                yield ": keep-alive\n\n"
+    try:
+        async with hub.subscription():
+            seen = hub.generation
+            yield "retry: 2000\n\n"
+            while loop.time() < ends:
+                if hub.context.database.changes.draining or await is_disconnected():
+                    return  # the server is stopping: the browser reconnects to another
+                left = min(HEARTBEAT_SECONDS, ends - loop.time())
+                current = await hub.wait(seen, max(left, 0.0))
+                if current != seen:
+                    seen = current
+                    yield f"event: change\ndata: {current}\n\n"
+                else:
+                    yield ": keep-alive\n\n"
+    finally:
+        give_back()

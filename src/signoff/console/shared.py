@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from signoff.console.auth.core import read_form_data
 from signoff.errors import SignoffError
 from signoff.services.context import ServiceContext
 
@@ -46,7 +47,7 @@ class Form:
 
 
 async def read_form(request: Request) -> Form:
-    data = await request.form()  # parsed once per request (the CSRF check read it first)
+    data = await read_form_data(request)  # parsed once per request (the CSRF check read it first)
     fields: dict[str, list[str]] = {}
     for name, value in data.multi_items():
         if isinstance(value, str):

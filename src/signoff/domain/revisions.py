@@ -10,6 +10,7 @@ matter ("policy decides which parts need re-checking").
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -165,16 +166,85 @@ def changed_paths(old: Any, new: Any) -> list[str]:
     return sorted(pointer for _, pointer, _, _ in _walk(old, new, ""))
 
 
-def _line_diff(old: Any, new: Any) -> list[str] | None:
-    if (
+#: A line diff is shown only for strings of at most this many characters and lines (each
+#: side) and when it is found within ``LINE_DIFF_SECONDS`` of work; beyond, the change
+#: carries ``line_diff_too_large`` instead (the whole before and after stay in it).
+LINE_DIFF_MAX_CHARS = 200_000
+LINE_DIFF_MAX_LINES = 5_000
+LINE_DIFF_SECONDS = 0.5
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+class _BoundedMatcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, giving up once ``deadline`` (``time.monotonic``) has passed.
+
+    Each step it takes is bounded by the line cap (and by difflib's own junk heuristic,
+    which drops lines repeated in more than 1% of a long text), so checking between steps
+    bounds the whole."""
+
+    def __init__(self, a: list[str], b: list[str], deadline: float) -> None:
+        self._deadline = deadline
+        super().__init__(None, a, b)
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
+        if time.monotonic() > self._deadline:
+            raise _OutOfTime
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range in the unified format (as :func:`difflib.unified_diff` writes it)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
+def unified_line_diff(a: list[str], b: list[str], seconds: float) -> list[str] | None:
+    """The lines of :func:`difflib.unified_diff` (``from``/``to``, no line terminators),
+    or ``None`` when it is not found within ``seconds``."""
+    matcher = _BoundedMatcher(a, b, time.monotonic() + seconds)
+    try:
+        groups = list(matcher.get_grouped_opcodes(3))
+    except _OutOfTime:
+        return None
+    lines = ["--- from", "+++ to"] if groups else []
+    for group in groups:
+        first, last = group[0], group[-1]
+        lines.append(f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines.extend(" " + line for line in a[i1:i2])
+                continue
+            if tag in ("replace", "delete"):
+                lines.extend("-" + line for line in a[i1:i2])
+            if tag in ("replace", "insert"):
+                lines.extend("+" + line for line in b[j1:j2])
+    return lines
+
+
+def _line_diff(old: Any, new: Any) -> dict[str, Any]:
+    """The fields a change of long strings adds: its ``line_diff``, or
+    ``line_diff_too_large`` when that is too large to show line by line."""
+    if not (
         isinstance(old, str)
         and isinstance(new, str)
         and (len(old) > LONG_STRING or len(new) > LONG_STRING or "\n" in old + new)
     ):
-        return list(
-            difflib.unified_diff(old.splitlines(), new.splitlines(), "from", "to", lineterm="")
-        )
-    return None
+        return {}
+    too_large = {"line_diff_too_large": True}
+    if max(len(old), len(new)) > LINE_DIFF_MAX_CHARS:
+        return too_large
+    a, b = old.splitlines(), new.splitlines()
+    if max(len(a), len(b)) > LINE_DIFF_MAX_LINES:
+        return too_large
+    lines = unified_line_diff(a, b, LINE_DIFF_SECONDS)
+    return too_large if lines is None else {"line_diff": lines}
 
 
 def _source_map(entries: Sequence[str]) -> dict[str, str]:
@@ -185,7 +255,11 @@ def structured_diff(
     old: dict[str, Any], new: dict[str, Any], old_sources: Sequence[str], new_sources: Sequence[str]
 ) -> dict[str, Any]:
     """``{"added": [{path, value}], "removed": [{path, value}], "changed": [{path, from, to,
-    line_diff?}], "sources": {"added", "removed", "changed": [{source, from, to}]}}``."""
+    line_diff? | line_diff_too_large?}], "sources": {"added", "removed", "changed": [{source,
+    from, to}]}}``.
+
+    CPU-bound for long strings (bounded: see ``LINE_DIFF_SECONDS``): callers on an event
+    loop run it in a worker thread."""
     result: dict[str, Any] = {"added": [], "removed": [], "changed": []}
     for kind, pointer, before, after in sorted(_walk(old, new, ""), key=lambda item: item[1]):
         if kind == "added":
@@ -193,10 +267,7 @@ def structured_diff(
         elif kind == "removed":
             result["removed"].append({"path": pointer, "value": before})
         else:
-            entry: dict[str, Any] = {"path": pointer, "from": before, "to": after}
-            lines = _line_diff(before, after)
-            if lines is not None:
-                entry["line_diff"] = lines
+            entry = {"path": pointer, "from": before, "to": after} | _line_diff(before, after)
             result["changed"].append(entry)
     was, now = _source_map(old_sources), _source_map(new_sources)
     result["sources"] = {

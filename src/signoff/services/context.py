@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
+from signoff.services.wait_slots import WaitSlots
 from signoff.settings import Settings
 from signoff.store.runtime.database import Database
 
@@ -27,6 +28,11 @@ class ServiceContext:
     def now(self) -> datetime:
         """Read the clock once per operation; bind this value into every comparison."""
         return self.clock.now()
+
+    @cached_property
+    def wait_slots(self) -> WaitSlots:
+        """The long-polls and event streams each key holds open in this process."""
+        return WaitSlots()
 
     @cached_property
     def keyring(self) -> Keyring:

@@ -12,6 +12,7 @@ from signoff.domain.tasks import Principal, Task
 from signoff.errors import FieldError, validation_error
 from signoff.services.common import get_task, parse_task_id
 from signoff.services.context import ServiceContext
+from signoff.services.wait_slots import WaitKind
 
 MAX_WAIT_SECONDS = 60.0
 
@@ -30,16 +31,23 @@ async def wait_for_task(
     Raises:
         Unprocessable: ``ERR_VALIDATION`` unless ``0 < wait <= 60``.
         NotFound: ``ERR_TASK_NOT_FOUND`` (also for tasks the caller may not read).
+        TooManyRequests: ``ERR_TOO_MANY_WAITS`` beyond ``SIGNOFF_MAX_LONG_POLLS_PER_KEY``.
     """
     if not 0 < wait <= MAX_WAIT_SECONDS:
         raise validation_error([FieldError("wait", "must be more than 0 and at most 60")])
     task_id = parse_task_id(raw_task_id)
     changes = ctx.database.changes
-    await changes.start()
-    with changes.watch(task_id) as changed:
-        task = await get_task(ctx, principal, raw_task_id)
-        seen = task.version if after_version is None else after_version
-        if task.version > seen:
-            return task
-        await changes.park(changed, wait)
+    give_back = ctx.wait_slots.take(
+        WaitKind.LONG_POLL, principal.key_id, ctx.settings.max_long_polls_per_key
+    )
+    try:
+        await changes.start()
+        with changes.watch(task_id) as changed:
+            task = await get_task(ctx, principal, raw_task_id)
+            seen = task.version if after_version is None else after_version
+            if task.version > seen:
+                return task
+            await changes.park(changed, wait)
+    finally:
+        give_back()
     return await get_task(ctx, principal, raw_task_id)

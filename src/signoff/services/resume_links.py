@@ -18,13 +18,13 @@ from typing import Any
 
 from signoff.crypto import form_mac
 from signoff.domain.decisions import checked_notes
-from signoff.domain.revisions import structured_diff
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
 from signoff.errors import Conflict, ErrorCode, Forbidden, NotFound, SignoffError
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
+from signoff.services.revisions import diff_off_loop
 from signoff.store import approvals as approval_store
 from signoff.store import tasks as task_store
 from signoff.store import waiting as store
@@ -112,28 +112,32 @@ async def view_link(ctx: ServiceContext, token: str) -> LinkState:
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
         state = _state(ctx, row, task, now)
-        if state.state == "open" and task.has_subject:
-            state = await _with_subject(uow, state, task, row["principal_id"])
-    return state
+        if state.state != "open" or not task.has_subject:
+            return state
+        current, before = await _revisions(uow, task, row["principal_id"])
+    diff = None
+    if current is not None and before is not None:  # after the transaction: CPU work
+        diff = {"from": before["revision"], "to": task.current_revision} | await diff_off_loop(
+            before["subject"],
+            current["subject"],
+            before["source_revisions"],
+            current["source_revisions"],
+        )
+    return replace(state, revision=current, diff=diff)
 
 
-async def _with_subject(uow: UnitOfWork, state: LinkState, task: Task, approver: str) -> LinkState:
-    """Add what is being decided: the current revision, and its changes since the one the
-    approver last viewed (read only: a GET records nothing)."""
+async def _revisions(
+    uow: UnitOfWork, task: Task, approver: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What is being decided: the current revision, and the one the approver last viewed
+    when that is another (read only: a GET records nothing)."""
     conn = uow.connection
     current = await approval_store.find_revision(conn, task.id, int(task.current_revision or 0))
     seen = await approval_store.last_viewed_revision(conn, task_id=task.id, principal_id=approver)
-    diff = None
+    before = None
     if current is not None and seen is not None and seen != task.current_revision:
         before = await approval_store.find_revision(conn, task.id, seen)
-        if before is not None:
-            diff = {"from": seen, "to": task.current_revision} | structured_diff(
-                before["subject"],
-                current["subject"],
-                before["source_revisions"],
-                current["source_revisions"],
-            )
-    return replace(state, revision=current, diff=diff)
+    return current, before
 
 
 async def decide_by_link(

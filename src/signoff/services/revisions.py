@@ -3,6 +3,8 @@ source revocation, revision history, diffs and what a reviewer last saw."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -96,16 +98,25 @@ async def revise_subject(
         )
     now = ctx.now()
     digest = json_digest(proposal.subject)
+    async with ctx.database.transaction(write=False) as uow:
+        previous = await store.find_revision(uow.connection, task.id, expected)
+    assert previous is not None  # revisions are immutable and never deleted
+    paths = changed_paths(previous["subject"], proposal.subject)
+    if "source_revisions" not in body:  # omitted: the sources did not change
+        proposal = replace(proposal, source_revisions=list(previous["source_revisions"]))
+    sources_changed = previous["source_revisions"] != proposal.source_revisions
+    effect = revision_effect(task, paths, now, sources_changed=sources_changed)
+    step = transition(_ACTION_FOR[effect])
+    carried_diff = None
+    if effect is RevisionEffect.CARRY_FORWARD:  # worked out before the write transaction
+        carried_diff = await diff_off_loop(
+            previous["subject"],
+            proposal.subject,
+            previous["source_revisions"],
+            proposal.source_revisions,
+        )
     async with ctx.database.transaction() as uow:
         conn = uow.connection
-        previous = await store.find_revision(conn, task.id, expected)
-        assert previous is not None  # revisions are immutable and never deleted
-        paths = changed_paths(previous["subject"], proposal.subject)
-        if "source_revisions" not in body:  # omitted: the sources did not change
-            proposal = replace(proposal, source_revisions=list(previous["source_revisions"]))
-        sources_changed = previous["source_revisions"] != proposal.source_revisions
-        effect = revision_effect(task, paths, now, sources_changed=sources_changed)
-        step = transition(_ACTION_FOR[effect])
         revision = expected + 1
         if not await store.insert_revision(
             conn,
@@ -171,13 +182,8 @@ async def revise_subject(
                     "approved_at": rfc3339(task.resolved_at),
                 },
             }
-        if effect is RevisionEffect.CARRY_FORWARD:
-            details["diff"] = structured_diff(
-                previous["subject"],
-                proposal.subject,
-                previous["source_revisions"],
-                proposal.source_revisions,
-            )
+        if carried_diff is not None:
+            details["diff"] = carried_diff
         await record_transition(uow, step, updated, principal, now, details)
         if effect is RevisionEffect.INVALIDATE_APPROVAL:
             # The approver and the task's group learn that the approval no longer holds,
@@ -300,10 +306,18 @@ async def diff(
     return {
         "from": start,
         "to": end,
-        **structured_diff(
+        **await diff_off_loop(
             old["subject"], new["subject"], old["source_revisions"], new["source_revisions"]
         ),
     }
+
+
+async def diff_off_loop(
+    old: dict[str, Any], new: dict[str, Any], old_sources: Sequence[str], new_sources: Sequence[str]
+) -> dict[str, Any]:
+    """:func:`structured_diff` in a worker thread: a line diff of long strings is CPU work
+    (bounded, but not free) that must not hold up the event loop's other requests."""
+    return await asyncio.to_thread(structured_diff, old, new, old_sources, new_sources)
 
 
 async def note_view(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:

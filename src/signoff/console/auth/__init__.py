@@ -45,6 +45,7 @@ from starlette.responses import Response
 from signoff.console.auth.core import (
     CsrfChecked,
     CsrfRejected,
+    FormTooLarge,
     LoginRequired,
     SignedIn,
     csrf_token,
@@ -67,6 +68,24 @@ __all__ = [
 ]
 
 
+def _problem(code: ErrorCode, title: str, status: int, message: str) -> Response:
+    """A problem document for htmx/fetch requests (they get status codes, not pages)."""
+    body = {
+        "type": f"urn:signoff:problem:{code}",
+        "title": title,
+        "status": status,
+        "error_code": code,
+        "message": message,
+        "detail": message,
+    }
+    return Response(json.dumps(body), status_code=status, media_type="application/problem+json")
+
+
+def _limit(request: Request) -> int:
+    limit: int = request.app.state.context.settings.max_body_bytes
+    return limit
+
+
 def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
     """Add the sign-in pages and the handlers behind ``SignedIn`` and ``CsrfChecked``
     (once per app; :func:`signoff.api.app.create_app` calls it)."""
@@ -86,17 +105,7 @@ def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
     @app.exception_handler(CsrfRejected)
     async def _csrf_rejected(request: Request, exc: CsrfRejected) -> Response:
         if wants_fragment(request):
-            body = {
-                "type": f"urn:signoff:problem:{ErrorCode.CSRF}",
-                "title": "Forbidden",
-                "status": 403,
-                "error_code": ErrorCode.CSRF,
-                "message": exc.message,
-                "detail": exc.message,
-            }
-            return Response(
-                json.dumps(body), status_code=403, media_type="application/problem+json"
-            )
+            return _problem(ErrorCode.CSRF, "Forbidden", 403, exc.message)
         referer = request.headers.get("referer") or ""
         back = request.url.path if request.method == "GET" else "/console"
         if referer.startswith(str(request.base_url)):
@@ -109,6 +118,23 @@ def install_auth(app: FastAPI, settings: Settings | None = None) -> None:
             message=exc.message,
             action_href=back,
             action_label="Reload the page",
+        )
+
+    @app.exception_handler(FormTooLarge)
+    async def _form_too_large(request: Request, exc: FormTooLarge) -> Response:
+        if wants_fragment(request):
+            return _problem(ErrorCode.PAYLOAD_TOO_LARGE, exc.title, 413, exc.message)
+        return render(
+            request,
+            "auth_message.html",
+            status_code=413,
+            heading="This form is too large to send",
+            message=(
+                f"The server accepts forms of up to {_limit(request)} bytes; nothing was "
+                "saved. Shorten what you typed and send it again."
+            ),
+            action_href=request.url.path if request.method == "GET" else "/console",
+            action_label="Back",
         )
 
     oidc.install(app, settings or Settings())

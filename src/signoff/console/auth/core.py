@@ -9,13 +9,15 @@ from typing import Annotated
 from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, Request
+from starlette.datastructures import FormData
 from starlette.responses import Response
 
+from signoff.bodies import read_bounded_body
 from signoff.console.shared import forget_lease_tokens, secure_cookies
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
 from signoff.domain.users import User
-from signoff.errors import ErrorCode
+from signoff.errors import ErrorCode, PayloadTooLarge
 from signoff.services import sessions
 from signoff.services.context import ServiceContext
 
@@ -160,6 +162,21 @@ SignedIn = Annotated[Principal, Depends(_signed_in)]
 # CSRF -------------------------------------------------------------------------------------
 
 
+class FormTooLarge(PayloadTooLarge):
+    """A console form larger than ``SIGNOFF_MAX_BODY_BYTES``: a page saying so (413)."""
+
+
+async def read_form_data(request: Request) -> FormData:
+    """The request's form, read through the one bounded body reader before it is parsed
+    (every console form, sign-in included, comes through here).
+
+    Raises:
+        FormTooLarge: the body exceeds ``SIGNOFF_MAX_BODY_BYTES``.
+    """
+    await read_bounded_body(request, _context(request).settings.max_body_bytes, FormTooLarge)
+    return await request.form()
+
+
 class CsrfRejected(Exception):
     """A state-changing request without the right CSRF token."""
 
@@ -205,7 +222,7 @@ async def sent_csrf_token(request: Request) -> str | None:
         return sent
     content_type = request.headers.get("content-type", "")
     if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        form = await request.form()
+        form = await read_form_data(request)
         value = form.get("csrf")
         return value if isinstance(value, str) else None
     return None

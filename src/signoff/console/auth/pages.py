@@ -17,6 +17,7 @@ from signoff.console.auth.core import (
     clear_session_cookie,
     current_user,
     keep_anonymous_csrf_cookie,
+    read_form_data,
     safe_next,
     session_id_of,
     set_session_cookie,
@@ -82,7 +83,7 @@ async def login_page(request: Request) -> Response:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    form = await request.form()
+    form = await read_form_data(request)
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 

@@ -48,6 +48,8 @@ class TaskChanges:
             )
         self._stop = asyncio.Event()
         self._running: asyncio.Task[None] | None = None
+        self.draining = False
+        """The process is stopping: waiters answer at once, new ones do not wait."""
 
     @property
     def waiting(self) -> int:
@@ -77,6 +79,11 @@ class TaskChanges:
                 await asyncio.gather(running, return_exceptions=True)
         self._wake_everyone()
 
+    def drain(self) -> None:
+        """Wake every waiter now, and let no new one wait (the process is stopping)."""
+        self.draining = True
+        self._wake_everyone()
+
     def changed(self, task_ids: Iterable[uuid.UUID]) -> None:
         """Tasks changed (a commit in this process, or a notification)."""
         for task_id in task_ids:
@@ -100,7 +107,9 @@ class TaskChanges:
 
     async def park(self, event: asyncio.Event, seconds: float) -> bool:
         """Wait for ``event`` (from :meth:`watch`) at most ``seconds``; True when it was
-        set. The caller must hold no database connection."""
+        set. The caller must hold no database connection. While draining: False at once."""
+        if self.draining:
+            return False
         self._parked += 1
         LONG_POLL_WAITERS.inc()
         try:
