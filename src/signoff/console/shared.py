@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from signoff.console.auth.core import read_form_data
+from signoff.console.auth.core import LEASE_COOKIE, read_form_data, secure_cookies
 from signoff.errors import SignoffError
 from signoff.services.context import ServiceContext
 
-LEASE_COOKIE = "signoff_leases"
 MAX_HELD_TOKENS = 40
 #: The lease countdown warns this many seconds before the lease lapses.
 WARN_SECONDS = 120
@@ -64,13 +63,6 @@ def is_htmx(request: Request) -> bool:
     return bool(request.headers.get("hx-request"))
 
 
-def secure_cookies(request: Request) -> bool:
-    """Whether the console's cookies are marked ``Secure``: the request came over https
-    (as the connection, or a listed proxy, says: ``SIGNOFF_FORWARDED_ALLOW_IPS``), or
-    the public URL is https."""
-    return request.url.scheme == "https" or service_context(request).settings.secure_cookies
-
-
 # Lease tokens ---------------------------------------------------------------------------
 
 
@@ -98,17 +90,6 @@ def _store_tokens(response: Response, tokens: dict[str, str], *, secure: bool) -
         samesite="strict",
         max_age=86400,
         secure=secure,
-    )
-
-
-def forget_lease_tokens(request: Request, response: Response) -> None:
-    """Signing out: the browser's lease tokens go with the session."""
-    response.delete_cookie(
-        LEASE_COOKIE,
-        path="/console",
-        httponly=True,
-        samesite="strict",
-        secure=secure_cookies(request),
     )
 
 

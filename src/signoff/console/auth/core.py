@@ -13,7 +13,6 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from signoff.bodies import read_bounded_body
-from signoff.console.shared import forget_lease_tokens, secure_cookies
 from signoff.crypto import form_mac
 from signoff.domain.tasks import Principal
 from signoff.domain.users import User
@@ -31,6 +30,28 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 def _context(request: Request) -> ServiceContext:
     context: ServiceContext = request.app.state.context
     return context
+
+
+#: The browser's lease tokens (one signed cookie; see signoff.console.shared).
+LEASE_COOKIE = "signoff_leases"
+
+
+def secure_cookies(request: Request) -> bool:
+    """Whether the console's cookies are marked ``Secure``: the request came over https
+    (as the connection, or a listed proxy, says: ``SIGNOFF_FORWARDED_ALLOW_IPS``), or
+    the public URL is https."""
+    return request.url.scheme == "https" or _context(request).settings.secure_cookies
+
+
+def forget_lease_tokens(request: Request, response: Response) -> None:
+    """Signing out: the browser's lease tokens go with the session."""
+    response.delete_cookie(
+        LEASE_COOKIE,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=secure_cookies(request),
+    )
 
 
 # The session cookie ---------------------------------------------------------------------
