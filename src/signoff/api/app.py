@@ -24,7 +24,7 @@ from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.database import open_database
 from signoff.workers.runner import run_workers
 
 DESCRIPTION = """\
@@ -46,12 +46,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(
-            create_engine(settings),
-            pgbouncer=settings.pgbouncer,
-            listen_url=settings.listen_database_url,
-            escalation_group_size=settings.escalation_group_size,
-        )
+        database = open_database(settings)
         shield = None
         if settings.redis_url:
             from signoff.services.shield import StormShield

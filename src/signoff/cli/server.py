@@ -157,7 +157,7 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
-    from signoff.store.runtime.database import Database, create_engine
+    from signoff.store.runtime.database import open_database
     from signoff.workers.runner import run_workers
 
     settings = settings_from(database_url)
@@ -168,7 +168,7 @@ def worker(database_url: DatabaseOption = None) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        database = Database(create_engine(settings))
+        database = open_database(settings)
         try:
             context = ServiceContext(database=database, settings=settings, clock=SystemClock())
             await run_workers(context, stop)

@@ -61,6 +61,19 @@ def create_engine(settings: Settings) -> AsyncEngine:
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=False)
 
 
+def open_database(settings: Settings) -> Database:
+    """The :class:`Database` every kind of process uses (``serve``, ``worker``, the
+    commands, migrations, the demo): its engine and its hot path both follow the
+    PgBouncer settings, ``LISTEN`` goes to ``listen_database_url``, escalations are
+    grouped by ``escalation_group_size``."""
+    return Database(
+        create_engine(settings),
+        pgbouncer=settings.pgbouncer,
+        listen_url=settings.listen_database_url,
+        escalation_group_size=settings.escalation_group_size,
+    )
+
+
 def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
     engine = create_async_engine(
         url, connect_args={"timeout": busy_timeout_ms / 1000}, pool_size=8, max_overflow=24
@@ -133,7 +146,7 @@ class Database:
         (:mod:`signoff.store.runtime.grouped`; 1: each alone)."""
         self.engine = engine
         self.outbox_committed = asyncio.Event()
-        listen = _listen_url(engine, listen_url)
+        listen = None if pgbouncer and not listen_url else _listen_url(engine, listen_url)
         self.changes = TaskChanges(listen)
         """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
         self.change_listeners: set[asyncio.Event] = set()
