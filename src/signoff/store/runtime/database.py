@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from signoff.settings import Settings, async_database_url
 from signoff.store.runtime.announce import Announcer
+from signoff.store.runtime.availability import quiet_driver_logs
 from signoff.store.runtime.changes import TaskChanges
 from signoff.store.runtime.grouped import MAX_GROUP, EscalationGroups
 from signoff.store.runtime.keycache import KeyCache
@@ -65,7 +66,9 @@ def open_database(settings: Settings) -> Database:
     """The :class:`Database` every kind of process uses (``serve``, ``worker``, the
     commands, migrations, the demo): its engine and its hot path both follow the
     PgBouncer settings, ``LISTEN`` goes to ``listen_database_url``, escalations are
-    grouped by ``escalation_group_size``."""
+    grouped by ``escalation_group_size``. The drivers' own log lines become one line each
+    (:func:`signoff.store.runtime.availability.quiet_driver_logs`)."""
+    quiet_driver_logs()
     return Database(
         create_engine(settings),
         pgbouncer=settings.pgbouncer,
