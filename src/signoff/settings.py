@@ -65,6 +65,15 @@ class Settings(BaseSettings):
     )
     sweep_interval_seconds: float = Field(default=15, gt=0)
     sweep_batch_size: int = Field(default=100, gt=0)
+    delivered_retention_days: float = Field(default=7, ge=0)
+    """How long the sweeper keeps delivered webhooks: a delivery that succeeded (with its
+    attempts) this long ago is removed, and an outbox event this old once it has no
+    delivery left. 0 keeps them forever. The audit trail is never removed."""
+    failed_retention_days: float = Field(default=30, ge=0)
+    """How long the sweeper keeps dead-lettered deliveries (with their attempts) after
+    their last attempt. 0 keeps them forever."""
+    retention_batch_size: int = Field(default=1000, gt=0)
+    """Rows removed per statement (each its own short transaction)."""
     smtp_host: str | None = None
     smtp_port: int = 25
     smtp_username: str | None = None
