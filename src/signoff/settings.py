@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     """Redis for the storm shield (duplicate escalations in flight wait for the first and
     replay it); unset: off. The database stays the final word either way."""
     storm_shield_wait_seconds: float = Field(default=1.0, ge=0, le=10)
+    storm_shield_connections: int = Field(default=100, ge=1)
+    """Redis connections of the storm shield per process. A call that finds them all busy
+    (a storm wider than this) waits for one, briefly, instead of failing."""
     api_key_cache: bool = True
     """Cache verified API keys in the process; revocations reach every replica at once
     (``NOTIFY`` on PostgreSQL; on SQLite only this process, so keep one process per file)."""

@@ -52,7 +52,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             from signoff.services.shield import StormShield
 
             shield = StormShield(
-                settings.redis_url, wait_seconds=settings.storm_shield_wait_seconds
+                settings.redis_url,
+                wait_seconds=settings.storm_shield_wait_seconds,
+                connections=settings.storm_shield_connections,
             )
         context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
