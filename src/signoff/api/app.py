@@ -22,6 +22,7 @@ from signoff.api.routes import users as user_routes
 from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
+from signoff.metrics import process_stopped
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.runtime.database import open_database
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if shield is not None:
                 await shield.close()
             await database.dispose()
+            process_stopped()
 
     app = SignoffAPI(
         title="Signoff",

@@ -4,8 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -79,18 +84,19 @@ def serve(
             import secrets
 
             os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
-        uvicorn.run(
-            "signoff.cli.server:server_process_app",
-            factory=True,
-            workers=processes,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-            access_log=settings.access_log,
-            log_config=server_log_config(settings.log_level),
-            timeout_graceful_shutdown=30,
-            **fast,  # type: ignore[arg-type]
-        )
+        with metrics_directory():
+            uvicorn.run(
+                "signoff.cli.server:server_process_app",
+                factory=True,
+                workers=processes,
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level,
+                access_log=settings.access_log,
+                log_config=server_log_config(settings.log_level),
+                timeout_graceful_shutdown=30,
+                **fast,  # type: ignore[arg-type]
+            )
         return
     from signoff.api.app import create_app
 
@@ -109,6 +115,27 @@ def serve(
         timeout_graceful_shutdown=30,  # a request stuck on a lock must not delay exit forever
         **fast,  # type: ignore[arg-type]
     )
+
+
+@contextlib.contextmanager
+def metrics_directory() -> Iterator[None]:
+    """Prometheus' multi-process mode for the processes of ``serve --workers N``: the
+    directory named by ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary one when unset),
+    emptied first so counts of an earlier run are not added in; a temporary one is
+    removed afterwards."""
+    from signoff.metrics import MULTIPROCESS_DIR
+
+    given = os.environ.get(MULTIPROCESS_DIR)
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="signoff-metrics-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink()
+    os.environ[MULTIPROCESS_DIR] = str(folder)
+    try:
+        yield
+    finally:
+        if not given:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_up_notes(settings: Settings) -> list[str]:
