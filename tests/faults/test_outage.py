@@ -106,6 +106,11 @@ def test_fast_restarts_under_load_answer_successes_or_503_problems(
                     own_postgres.start()
                 wait_for(lambda: load.acknowledged() >= 10 * (RESTARTS + 1), what="load after")
             counts = audit(url, load.ledger, receiver)
+        # One line per failure, with its cause: no driver's or server's stack trace.
+        assert "Traceback" not in server.log.read_text(errors="replace")
+        causes = {e.get("cause") for e in server.events() if e["event"] == "database.unavailable"}
+        assert causes, "no outage was seen"
+        assert None not in causes, causes
     failures = {a for a in load.ledger.answers if a.startswith("5") and a != "503"}
     assert not failures, failures
     print(counts, dict(load.ledger.answers))
