@@ -79,7 +79,11 @@ def test_a_storm_wider_than_the_redis_pool_keeps_the_shield_on(make_settings, cl
     """More duplicates waiting at once than the process has Redis connections: the
     shield's calls wait for a connection instead of failing (which would turn the shield
     off), and every duplicate is still absorbed."""
-    settings = make_settings(redis_url=REDIS_URL, storm_shield_wait_seconds=5)
+    # A small pool (few connections to open on a busy test machine) and a storm many
+    # times wider than it, and wider than the pool's default (100) too.
+    settings = make_settings(
+        redis_url=REDIS_URL, storm_shield_wait_seconds=5, storm_shield_connections=16
+    )
     with live_server(settings, clock) as server:
         body = escalation()
         with server.new_client("producer", "bot-1") as producer:

@@ -41,8 +41,10 @@ REPLAY_SECONDS = 60
 the idempotency TTL)."""
 POLL_SECONDS = 0.005
 CONNECTION_WAIT_SECONDS = 0.25
-"""How long a Redis call waits for a free connection of the process's pool (all in use in
-a storm wider than ``SIGNOFF_STORM_SHIELD_CONNECTIONS``) before it counts as a failure."""
+"""The least a Redis call waits for a free connection of the process's pool (all in use
+in a storm wider than ``SIGNOFF_STORM_SHIELD_CONNECTIONS``) before it counts as a failure;
+it waits as long as a duplicate waits for the first (``wait_seconds``) when that is
+longer."""
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -66,7 +68,7 @@ class StormShield:
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=connections,
-            timeout=CONNECTION_WAIT_SECONDS,
+            timeout=max(wait_seconds, CONNECTION_WAIT_SECONDS),
             socket_timeout=0.25,
             socket_connect_timeout=0.25,
             retry_on_timeout=False,
