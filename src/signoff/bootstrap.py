@@ -9,7 +9,7 @@ from signoff.services.context import ServiceContext
 from signoff.services.keys import ensure_admin_key
 from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.settings import Settings
-from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.database import open_database
 from signoff.store.runtime.migrate import upgrade
 
 
@@ -20,7 +20,7 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
 
     Returns a newly generated admin key secret to show once, or ``None``.
     """
-    database = Database(create_engine(settings))
+    database = open_database(settings)
     try:
         # The key is loaded (on first start: created) only once the database answered, and
         # by the migration only if it has secrets to encrypt.

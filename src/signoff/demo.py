@@ -15,7 +15,7 @@ from signoff.domain.clock import SystemClock
 from signoff.services import demo
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.database import open_database
 from signoff.webhooks import WebhookVerificationError, verify
 
 RECEIVED_KEPT = 50
@@ -23,7 +23,7 @@ RECEIVED_KEPT = 50
 
 async def seed_demo(settings: Settings) -> demo.DemoTour:
     """Create the demo content once (later runs find it)."""
-    database = Database(create_engine(settings))
+    database = open_database(settings)
     try:
         context = ServiceContext(database=database, settings=settings, clock=SystemClock())
         return await demo.populate(context, base_url=server_url(settings))

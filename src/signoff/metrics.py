@@ -1,11 +1,15 @@
 """Prometheus metrics (``GET /metrics``, admins and supervisors).
 
-Counters, per process: state transitions by event type, webhook attempts by result,
-notifications by result. Names follow Prometheus conventions (``_total`` suffix).
+Counters: state transitions by event type, webhook attempts by result, notifications by
+result. Names follow Prometheus conventions (``_total`` suffix). Under
+``signoff serve --workers N`` every process writes its values to files in
+``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multi-process mode, set up by ``serve``)
+and ``/metrics`` answers the sum of all processes, whichever process answers.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -34,6 +38,7 @@ LONG_POLL_WAITERS = Gauge(
     "signoff_long_poll_waiters",
     "Requests parked in GET /tasks/{id}?wait=… (they hold no database connection).",
     registry=REGISTRY,
+    multiprocess_mode="livesum",
 )
 
 # --- speed ---
@@ -63,6 +68,7 @@ GROUP_COMMIT_ENABLED = Gauge(
     "1 while this process writes PostgreSQL escalations in groups; 0 when it writes each "
     "alone (SQLite, or the reason logged as group_commit.unavailable).",
     registry=REGISTRY,
+    multiprocess_mode="min",  # several processes: 0 when any of them writes alone
 )
 API_KEY_CACHE = Counter(
     "signoff_api_key_cache_total",
@@ -72,9 +78,29 @@ API_KEY_CACHE = Counter(
 )
 
 
+#: Where the processes of ``serve --workers N`` keep their values (prometheus_client's
+#: own variable; it must be set before prometheus_client is first imported).
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
 def exposition() -> bytes:
-    """The registry in Prometheus' text format."""
+    """The registry in Prometheus' text format: this process's, or in multi-process mode
+    the values of every process, summed (gauges as their ``multiprocess_mode`` says)."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return bytes(generate_latest(registry))
     return bytes(generate_latest(REGISTRY))
+
+
+def process_stopped() -> None:
+    """In multi-process mode, drop this process's live gauges (its counters stay)."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
 _CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}

@@ -76,6 +76,15 @@ class Settings(BaseSettings):
     )
     sweep_interval_seconds: float = Field(default=15, gt=0)
     sweep_batch_size: int = Field(default=100, gt=0)
+    delivered_retention_days: float = Field(default=7, ge=0)
+    """How long the sweeper keeps delivered webhooks: a delivery that succeeded (with its
+    attempts) this long ago is removed, and an outbox event this old once it has no
+    delivery left. 0 keeps them forever. The audit trail is never removed."""
+    failed_retention_days: float = Field(default=30, ge=0)
+    """How long the sweeper keeps dead-lettered deliveries (with their attempts) after
+    their last attempt. 0 keeps them forever."""
+    retention_batch_size: int = Field(default=1000, gt=0)
+    """Rows removed per statement (each its own short transaction)."""
     smtp_host: str | None = None
     smtp_port: int = 25
     smtp_username: str | None = None
@@ -132,6 +141,9 @@ class Settings(BaseSettings):
     """Redis for the storm shield (duplicate escalations in flight wait for the first and
     replay it); unset: off. The database stays the final word either way."""
     storm_shield_wait_seconds: float = Field(default=1.0, ge=0, le=10)
+    storm_shield_connections: int = Field(default=100, ge=1)
+    """Redis connections of the storm shield per process. A call that finds them all busy
+    (a storm wider than this) waits for one, briefly, instead of failing."""
     api_key_cache: bool = True
     """Cache verified API keys in the process; revocations reach every replica at once
     (``NOTIFY`` on PostgreSQL; on SQLite only this process, so keep one process per file)."""

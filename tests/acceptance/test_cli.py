@@ -256,6 +256,35 @@ def test_several_server_processes_share_one_sqlite_file(tmp_path: Path) -> None:
         assert len(listed["items"]) == 20
 
 
+def _created_count(base_url: str, headers: dict[str, str]) -> float:
+    # A new connection each time: any of the processes may answer.
+    text = httpx.get(f"{base_url}/metrics", headers=headers).text
+    for line in text.splitlines():
+        if line.startswith('signoff_transitions_total{event="task.created"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_metrics_of_several_server_processes_are_summed(tmp_path: Path) -> None:
+    """Whichever of ``serve --workers 2``'s processes answers ``/metrics``, its counters
+    are those of both processes together."""
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    admin = {"Authorization": "Bearer acceptance-admin-key-0000"}
+    with serve(tmp_path, "--workers", "2", env=env) as served:
+        created = httpx.post(
+            f"{served.base_url}/api-keys",
+            headers=admin,
+            json={"role": "producer", "principal_id": "bot"},
+        )
+        producer = {"Authorization": f"Bearer {created.json()['key']}"}
+        for _ in range(30):  # each on a new connection, so both processes take some
+            answer = httpx.post(
+                f"{served.base_url}/tasks/escalate", headers=producer, json=escalation()
+            )
+            assert answer.status_code == 201, answer.text
+        assert [_created_count(served.base_url, admin) for _ in range(12)] == [30.0] * 12
+
+
 # --- The command line as a user meets it: one line per mistake, logs on stderr ---------
 
 

@@ -77,6 +77,18 @@ def setup_service(base_url: str, receiver: Receiver) -> dict[str, str]:
     return keys
 
 
+def answer_name(response: httpx.Response) -> str:
+    """The status, or for a server error that is not a 503 problem document with
+    ``Retry-After`` (what every database failure must answer) the status and its shape."""
+    status = response.status_code
+    if status < 500:
+        return str(status)
+    problem = response.headers.get("content-type", "").startswith("application/problem+json")
+    if status == 503 and problem and "retry-after" in response.headers:
+        return "503"
+    return f"{status} {response.headers.get('content-type')}: {response.text[:200]}"
+
+
 @dataclass
 class Ledger:
     """What the service acknowledged (2xx), and every answer seen."""
@@ -158,7 +170,7 @@ class Load:
             except httpx.TransportError as exc:
                 self.ledger.saw(type(exc).__name__)
             else:
-                self.ledger.saw(str(response.status_code))
+                self.ledger.saw(answer_name(response))
                 if response.status_code not in RETRYABLE:
                     return response
             if self._stop.is_set():

@@ -20,6 +20,9 @@ from tests.support import ADMIN_KEY, escalation
 
 pytestmark = pytest.mark.slow
 
+#: Fast restarts of PostgreSQL in the restart trial.
+RESTARTS = 6
+
 
 def _ready(base_url: str) -> bool:
     try:
@@ -80,3 +83,34 @@ def test_a_database_outage_answers_503_then_everything_recovers(
         assert answer.json()["error_code"] == "ERR_NOT_READY"
     assert load.ledger.answers["503"] > 0
     print(counts, dict(load.ledger.answers), f"ready again {recovered_in:.2f} s after start")
+
+
+def test_fast_restarts_under_load_answer_successes_or_503_problems(
+    own_postgres: Cluster, own_postgres_database: str, tmp_path: Path
+) -> None:
+    """PostgreSQL restarted quickly (``pg_ctl stop -m fast``, then start), again and
+    again, under load: every answer is a success or a 503 problem document with
+    ``Retry-After`` (the ledger names any other server error), nothing is lost."""
+    url = own_postgres_database
+    with Receiver() as receiver:
+        server = Server(service_env(url), tmp_path / "serve.log")
+        with server:
+            keys = setup_service(server.base_url, receiver)
+            with running_load(server.base_url, keys) as load:
+                for restart in range(RESTARTS):
+                    wait_for(
+                        lambda n=restart: load.acknowledged() >= 10 * (n + 1),
+                        what=f"load before restart {restart + 1}",
+                    )
+                    own_postgres.stop("fast")  # disconnects every client at once
+                    own_postgres.start()
+                wait_for(lambda: load.acknowledged() >= 10 * (RESTARTS + 1), what="load after")
+            counts = audit(url, load.ledger, receiver)
+        # One line per failure, with its cause: no driver's or server's stack trace.
+        assert "Traceback" not in server.log.read_text(errors="replace")
+        causes = {e.get("cause") for e in server.events() if e["event"] == "database.unavailable"}
+        assert causes, "no outage was seen"
+        assert None not in causes, causes
+    failures = {a for a in load.ledger.answers if a.startswith("5") and a != "503"}
+    assert not failures, failures
+    print(counts, dict(load.ledger.answers))

@@ -23,8 +23,11 @@ from signoff.settings import Settings
 from signoff.store.runtime import grouped
 from signoff.store.runtime.database import Database, create_engine
 from tests.conftest import reset_postgres
+from tests.faults.harness import audit, running_load, service_env, setup_service
 from tests.integration.test_grouped import PRODUCER as GROUP_PRODUCER
 from tests.integration.test_grouped import Recorder
+from tests.processes import Server, wait_for, worker
+from tests.receiver import Receiver
 from tests.support import ADMIN_KEY, escalation, example_resolve, live_server
 
 pytestmark = pytest.mark.postgres
@@ -52,6 +55,7 @@ def pgbouncer(postgres_database: str, tmp_path: Path) -> Iterator[str]:
         "[pgbouncer]\n"
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {workdir / 'users.txt'}\n"
+        f"admin_users = {target.username}\n"
         "pool_mode = transaction\nmax_client_conn = 200\ndefault_pool_size = 8\n"
         "ignore_startup_parameters = extra_float_digits,options\n"
     )
@@ -137,3 +141,47 @@ def test_a_group_of_escalations_through_pgbouncer(pgbouncer: str, postgres_datab
             await database.dispose()
 
     asyncio.run(run())
+
+
+def _pgbouncer_admin(pgbouncer_url: str, command: str) -> None:
+    """``PAUSE`` or ``RESUME`` on the pooler's admin console (``PAUSE`` returns once every
+    server connection is back in the pool)."""
+    admin = pgbouncer_url.rsplit("/", 1)[0] + "/pgbouncer"
+    subprocess.run(["psql", admin, "-c", command], check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_a_worker_behind_pgbouncer_delivers_everything_once_through_a_pause(
+    pgbouncer: str, postgres_database: str, tmp_path: Path
+) -> None:
+    """``signoff serve`` (no workers of its own) and a separate ``signoff worker``, both
+    through a transaction-pooling PgBouncer, under escalate/claim/resolve load; the
+    pooler is paused for a few seconds and resumed. Every event reaches the receiver
+    exactly once."""
+    reset_postgres(postgres_database)
+    env = service_env(
+        pgbouncer,
+        SIGNOFF_PGBOUNCER="true",
+        SIGNOFF_LISTEN_DATABASE_URL=postgres_database,
+        # Longer than the pause: an attempt whose result waits for the pooler is not
+        # taken back and sent again.
+        SIGNOFF_WEBHOOK_ATTEMPT_LEASE_SECONDS="60",
+        SIGNOFF_WEBHOOK_TIMEOUT_SECONDS="30",
+    )
+    with Receiver() as receiver:
+        server = Server(env | {"SIGNOFF_RUN_WORKERS": "false"}, tmp_path / "serve.log")
+        dispatcher = worker(env, tmp_path / "worker.log")
+        with server, dispatcher:
+            keys = setup_service(server.base_url, receiver)
+            with running_load(server.base_url, keys) as load:
+                wait_for(lambda: load.acknowledged() >= 30, what="load before the pause")
+                wait_for(lambda: len(receiver.received) >= 30, what="deliveries before the pause")
+                _pgbouncer_admin(pgbouncer, "PAUSE")
+                time.sleep(3)  # the pause itself (no assertion is timed)
+                _pgbouncer_admin(pgbouncer, "RESUME")
+                before = load.acknowledged()
+                wait_for(lambda: load.acknowledged() >= before + 30, what="load after the pause")
+            counts = audit(postgres_database, load.ledger, receiver)
+            assert dispatcher.alive()
+    assert counts["received"] == counts["events"]
+    assert counts["repeated"] == 0, counts

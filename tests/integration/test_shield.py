@@ -32,9 +32,11 @@ def empty_redis() -> Iterator[None]:
     client.close()
 
 
-def _fire(server: LiveServer, key: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+def _fire(
+    server: LiveServer, key: str, bodies: list[dict[str, Any]], *, connections: int = 32
+) -> list[httpx.Response]:
     async def run() -> list[httpx.Response]:
-        limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         async with httpx.AsyncClient(
             base_url=server.base_url,
             headers={"Authorization": f"Bearer {key}"},
@@ -70,6 +72,25 @@ def test_duplicates_in_flight_create_one_task_and_replay_it(make_settings, clock
         assert later.headers["Idempotent-Replayed"] == "true"
         assert server.count("review_tasks") == 1
         assert server.count("idempotency_keys") == 1
+        assert _shield_metric(server, "replayed") >= 1
+
+
+def test_a_storm_wider_than_the_redis_pool_keeps_the_shield_on(make_settings, clock) -> None:
+    """More duplicates waiting at once than the process has Redis connections: the
+    shield's calls wait for a connection instead of failing (which would turn the shield
+    off), and every duplicate is still absorbed."""
+    # A small pool (few connections to open on a busy test machine) and a storm many
+    # times wider than it, and wider than the pool's default (100) too.
+    settings = make_settings(
+        redis_url=REDIS_URL, storm_shield_wait_seconds=5, storm_shield_connections=16
+    )
+    with live_server(settings, clock) as server:
+        body = escalation()
+        with server.new_client("producer", "bot-1") as producer:
+            responses = _fire(server, str(producer.key), [body] * 240, connections=240)
+        assert {r.status_code for r in responses} == {201}
+        assert server.count("review_tasks") == 1
+        assert _shield_metric(server, "redis_error") == 0
         assert _shield_metric(server, "replayed") >= 1
 
 

@@ -23,9 +23,10 @@ from signoff.console.auth import install_auth
 from signoff.console.routes import install_console
 from signoff.domain.clock import Clock, SystemClock
 from signoff.draining import when_stopping
+from signoff.metrics import process_stopped
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
-from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.database import open_database
 from signoff.workers.runner import run_workers
 
 DESCRIPTION = """\
@@ -47,18 +48,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(
-            create_engine(settings),
-            pgbouncer=settings.pgbouncer,
-            listen_url=settings.listen_database_url,
-            escalation_group_size=settings.escalation_group_size,
-        )
+        database = open_database(settings)
         shield = None
         if settings.redis_url:
             from signoff.services.shield import StormShield
 
             shield = StormShield(
-                settings.redis_url, wait_seconds=settings.storm_shield_wait_seconds
+                settings.redis_url,
+                wait_seconds=settings.storm_shield_wait_seconds,
+                connections=settings.storm_shield_connections,
             )
         context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
@@ -86,6 +84,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if shield is not None:
                 await shield.close()
             await database.dispose()
+            process_stopped()
 
     app = SignoffAPI(
         title="Signoff",

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from typing import Any
 
-import asyncpg
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -35,7 +31,7 @@ from signoff.errors import (
     Unauthenticated,
     validation_error,
 )
-from signoff.store.runtime.availability import database_unavailable
+from signoff.store.runtime.availability import DATABASE_ERRORS, classify
 
 log = structlog.get_logger("signoff.api")
 
@@ -146,46 +142,25 @@ def install_problem_handlers(app: FastAPI) -> None:
             json.dumps(body), status_code=exc.status_code, media_type=PROBLEM_JSON, headers=headers
         )
 
-    @app.exception_handler(OperationalError)
-    async def _database_unavailable(_request: Request, exc: OperationalError) -> Response:
-        log.warning("database.unavailable", error=str(exc.orig)[:200])
-        return problem_response(
-            NotReady("the database is not available; retry shortly", error_code=ErrorCode.NOT_READY)
-        )
+    async def _database_failure(_request: Request, exc: Exception) -> Response:
+        # Every database failure, from SQLAlchemy, the hot path's asyncpg statements,
+        # SQLite's thread or the network: an outage is a 503 whose message names its cause.
+        outage = classify(exc)
+        if outage is None:
+            log.error("database.error", error=str(exc)[:500])
+            return _internal_error()
+        log.warning("database.unavailable", cause=outage.cause, error=outage.error)
+        return problem_response(NotReady(outage.message, error_code=ErrorCode.NOT_READY))
 
-    @app.exception_handler(PoolTimeout)
-    async def _pool_exhausted(_request: Request, exc: PoolTimeout) -> Response:
-        log.warning("database.pool_exhausted", error=str(exc)[:200])
-        return problem_response(
-            NotReady("the service is overloaded; retry shortly", error_code=ErrorCode.NOT_READY)
-        )
+    for kind in DATABASE_ERRORS:
+        app.add_exception_handler(kind, _database_failure)
 
-    @app.exception_handler(DBAPIError)
-    async def _database_error(_request: Request, exc: DBAPIError) -> Response:
-        if database_unavailable(exc):
-            return problem_response(
-                NotReady("the database connection was lost; retry", error_code=ErrorCode.NOT_READY)
-            )
-        log.error("database.error", error=str(exc.orig)[:500])
+    async def _unhandled(request: Request, exc: Exception) -> Response:
+        # The server's last resort (ServerErrorMiddleware, here and in the fast lane):
+        # still a problem document, and a 503 for a database failure wrapped in
+        # something no handler above matched (an exception group).
+        if classify(exc) is not None:
+            return await _database_failure(request, exc)
         return _internal_error()
 
-    async def _raw_database_error(request: Request, exc: Exception) -> Response:
-        # asyncpg's and sqlite3's own errors, from the hot path (store/oneshot.py, lite.py).
-        if database_unavailable(exc):
-            log.warning("database.unavailable", error=str(exc)[:200])
-            return problem_response(
-                NotReady("the database connection was lost; retry", error_code=ErrorCode.NOT_READY)
-            )
-        log.error("database.error", error=str(exc)[:500])
-        return _internal_error()
-
-    app.add_exception_handler(asyncpg.PostgresError, _raw_database_error)
-    app.add_exception_handler(sqlite3.Error, _raw_database_error)
-    app.add_exception_handler(asyncpg.InterfaceError, _raw_database_error)
-
-    @app.exception_handler(OSError)
-    async def _network(_request: Request, exc: OSError) -> Response:
-        log.warning("database.unreachable", error=str(exc)[:200])
-        return problem_response(
-            NotReady("the database is not reachable; retry shortly", error_code=ErrorCode.NOT_READY)
-        )
+    app.add_exception_handler(500, _unhandled)

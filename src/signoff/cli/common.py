@@ -123,10 +123,10 @@ async def as_cli_admin(
     (whoever may run the CLI may administer the database)."""
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
-    from signoff.store.runtime.database import Database, create_engine
+    from signoff.store.runtime.database import open_database
 
     await prepare_database(settings)
-    database = Database(create_engine(settings))
+    database = open_database(settings)
     try:
         context = ServiceContext(database=database, settings=settings, clock=SystemClock())
         yield context, Principal(key_id=uuid.uuid4(), principal_id="cli", role=Role.ADMIN)

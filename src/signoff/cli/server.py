@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -103,14 +108,15 @@ def serve(
             import secrets
 
             os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
-        _serve_processes(
-            uvicorn.Config(
-                "signoff.cli.server:server_process_app",
-                factory=True,
-                workers=processes,
-                **options,
+        with metrics_directory():
+            _serve_processes(
+                uvicorn.Config(
+                    "signoff.cli.server:server_process_app",
+                    factory=True,
+                    workers=processes,
+                    **options,
+                )
             )
-        )
         return
     from signoff.api.app import create_app
 
@@ -130,6 +136,27 @@ def proxy_options(settings: Settings) -> dict[str, Any]:
     if not allowed:
         return {"proxy_headers": False}
     return {"proxy_headers": True, "forwarded_allow_ips": allowed}
+
+
+@contextlib.contextmanager
+def metrics_directory() -> Iterator[None]:
+    """Prometheus' multi-process mode for the processes of ``serve --workers N``: the
+    directory named by ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary one when unset),
+    emptied first so counts of an earlier run are not added in; a temporary one is
+    removed afterwards."""
+    from signoff.metrics import MULTIPROCESS_DIR
+
+    given = os.environ.get(MULTIPROCESS_DIR)
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="signoff-metrics-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink()
+    os.environ[MULTIPROCESS_DIR] = str(folder)
+    try:
+        yield
+    finally:
+        if not given:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_up_notes(settings: Settings) -> list[str]:
@@ -213,7 +240,7 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
-    from signoff.store.runtime.database import Database, create_engine
+    from signoff.store.runtime.database import open_database
     from signoff.workers.runner import run_workers
 
     settings = settings_from(database_url)
@@ -224,7 +251,7 @@ def worker(database_url: DatabaseOption = None) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        database = Database(create_engine(settings))
+        database = open_database(settings)
         try:
             context = ServiceContext(database=database, settings=settings, clock=SystemClock())
             await run_workers(context, stop)

@@ -25,6 +25,7 @@ from signoff.store import deliveries
 from signoff.store import webhooks as store
 
 if TYPE_CHECKING:
+    from sqlalchemy import Delete
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 log = structlog.get_logger("signoff.delivery")
@@ -200,3 +201,59 @@ def _observe_resolve_to_delivered(delivery: ClaimedDelivery, now: datetime) -> N
     except (KeyError, ValueError):
         return
     RESOLVE_TO_DELIVERED.observe(max(0.0, (now - resolved_at).total_seconds()))
+
+
+#: Retention batches per kind in one sweep: bounds one sweep's work, while a backlog
+#: (retention turned on for a large database) still shrinks by many batches a sweep.
+RETENTION_BATCHES_PER_SWEEP = 20
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one retention pass removed."""
+
+    delivered: int = 0
+    dead: int = 0
+    events: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.delivered or self.dead or self.events)
+
+
+async def purge_old_deliveries(ctx: ServiceContext) -> Purged:
+    """Retention: remove deliveries that succeeded more than
+    ``SIGNOFF_DELIVERED_RETENTION_DAYS`` ago and dead-lettered ones older than
+    ``SIGNOFF_FAILED_RETENTION_DAYS`` (their attempts with them), then outbox events older
+    than the first that are fanned out and have no delivery left. A batch of
+    ``SIGNOFF_RETENTION_BATCH_SIZE`` rows per statement, each its own short transaction;
+    0 days keeps that kind forever. Pending deliveries, events waiting for their fan-out
+    and the audit trail are never touched."""
+    settings, now = ctx.settings, ctx.now()
+    removed = {}
+    for kind, statement, days in (
+        ("delivered", deliveries.PURGE_DELIVERED, settings.delivered_retention_days),
+        ("dead", deliveries.PURGE_DEAD, settings.failed_retention_days),
+        ("events", deliveries.PURGE_EVENTS, settings.delivered_retention_days),
+    ):
+        removed[kind] = 0
+        if not days:
+            continue
+        removed[kind] = await _purge_in_batches(
+            ctx, statement, cutoff=now - timedelta(days=days), limit=settings.retention_batch_size
+        )
+    return Purged(**removed)
+
+
+async def _purge_in_batches(
+    ctx: ServiceContext, statement: Delete, *, cutoff: datetime, limit: int
+) -> int:
+    async def batch(conn: AsyncConnection) -> int:
+        return await deliveries.purge(conn, statement, cutoff=cutoff, limit=limit)
+
+    removed = 0
+    for _ in range(RETENTION_BATCHES_PER_SWEEP):
+        count = await ctx.database.run_write(batch)
+        removed += count
+        if count < limit:
+            break
+    return removed

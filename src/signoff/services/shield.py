@@ -40,6 +40,11 @@ REPLAY_SECONDS = 60
 """How long a committed response stays replayable from Redis (the database keeps it for
 the idempotency TTL)."""
 POLL_SECONDS = 0.005
+CONNECTION_WAIT_SECONDS = 0.25
+"""The least a Redis call waits for a free connection of the process's pool (all in use
+in a storm wider than ``SIGNOFF_STORM_SHIELD_CONNECTIONS``) before it counts as a failure;
+it waits as long as a duplicate waits for the first (``wait_seconds``) when that is
+longer."""
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -54,17 +59,22 @@ class Replay:
 
 
 class StormShield:
-    def __init__(self, url: str, *, wait_seconds: float = 1.0) -> None:
+    def __init__(self, url: str, *, wait_seconds: float = 1.0, connections: int = 100) -> None:
         import redis.asyncio as aioredis
 
         self.wait_seconds = wait_seconds
-        self._redis: Any = aioredis.from_url(
+        # A blocking pool: with every connection in use a call waits for one (briefly)
+        # rather than failing, which would switch the shield off in the storm it is for.
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=connections,
+            timeout=max(wait_seconds, CONNECTION_WAIT_SECONDS),
             socket_timeout=0.25,
             socket_connect_timeout=0.25,
             retry_on_timeout=False,
             health_check_interval=0,
         )
+        self._redis: Any = aioredis.Redis.from_pool(pool)  # closes the pool with it
         self._release: Any = self._redis.register_script(_RELEASE)
         self._down_until = 0.0
 

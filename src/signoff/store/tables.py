@@ -273,6 +273,13 @@ outbox_events = Table(
         postgresql_where=text("fanned_out_at IS NULL"),
         sqlite_where=text("fanned_out_at IS NULL"),
     ),
+    # Retention finds the oldest fanned-out events without reading the others.
+    Index(
+        "ix_outbox_events_fanned_out",
+        "created_at",
+        postgresql_where=text("fanned_out_at IS NOT NULL"),
+        sqlite_where=text("fanned_out_at IS NOT NULL"),
+    ),
 )
 
 webhook_endpoints = Table(
@@ -358,6 +365,14 @@ webhook_deliveries = Table(
         "task_version",
         postgresql_where=text("status = 'PENDING'"),
         sqlite_where=text("status = 'PENDING'"),
+    ),
+    # Retention finds the oldest finished deliveries without reading the pending ones.
+    Index(
+        "ix_webhook_deliveries_finished",
+        "status",
+        "updated_at",
+        postgresql_where=text("status <> 'PENDING'"),
+        sqlite_where=text("status <> 'PENDING'"),
     ),
 )
 

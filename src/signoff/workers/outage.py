@@ -9,7 +9,7 @@ import time
 
 import structlog
 
-from signoff.store.runtime.availability import database_unavailable
+from signoff.store.runtime.availability import classify
 
 
 class OutageLog:
@@ -26,15 +26,14 @@ class OutageLog:
 
     def failed(self, exc: BaseException) -> None:
         """Call from the ``except`` block of a failed round."""
-        if not database_unavailable(exc):
+        outage = classify(exc)
+        if outage is None:
             self._log.exception(f"{self.worker}.iteration_failed")
             return
         if self._since is None:
             self._since = time.monotonic()
             self._log.warning(
-                "database.unavailable",
-                worker=self.worker,
-                error=f"{type(exc).__name__}: {exc}"[:300],
+                "database.unavailable", worker=self.worker, cause=outage.cause, error=outage.error
             )
 
     def succeeded(self) -> None:

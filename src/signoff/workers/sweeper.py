@@ -1,4 +1,5 @@
-"""The sweeper: applies due escalation levels.
+"""The sweeper: applies due escalation levels, and removes old delivered webhooks
+(retention, :func:`signoff.services.delivery.purge_old_deliveries`).
 
 Any number may run. On PostgreSQL each batch locks its rows ``SKIP LOCKED``, so sweepers
 split the due tasks; everywhere, each level is one conditional update on the task's
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import structlog
 
 from signoff.domain.tasks import Task
-from signoff.services import waiting
+from signoff.services import delivery, waiting
 from signoff.services.context import ServiceContext
 from signoff.workers.outage import OutageLog
 
@@ -33,10 +34,19 @@ class Sweeper:
         self._after_each = after_each
 
     async def sweep_once(self) -> int:
-        """One sweep (:func:`signoff.services.waiting.sweep_due`); returns levels applied."""
+        """One sweep (:func:`signoff.services.waiting.sweep_due`, then retention); returns
+        levels applied."""
         applied = await waiting.sweep_due(self.context, after_each=self._after_each)
         if applied:
             log.info("sweeper.applied", levels=applied)
+        purged = await delivery.purge_old_deliveries(self.context)
+        if purged:
+            log.info(
+                "sweeper.retention",
+                deliveries=purged.delivered,
+                dead_deliveries=purged.dead,
+                outbox_events=purged.events,
+            )
         return applied
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -14,10 +14,11 @@ multi-process race tests exercise.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import asyncpg
@@ -27,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from signoff.settings import Settings, async_database_url
 from signoff.store.runtime.announce import Announcer
+from signoff.store.runtime.availability import Cause, classify, quiet_driver_logs
 from signoff.store.runtime.changes import TaskChanges
 from signoff.store.runtime.grouped import MAX_GROUP, EscalationGroups
 from signoff.store.runtime.keycache import KeyCache
@@ -36,6 +38,8 @@ from signoff.store.writes.postgres import PostgresWrites
 from signoff.store.writes.sqlite import SqliteWrites
 
 _WRITE = "signoff_write"
+#: After a write failed for a full disk (SQLite), the free space that makes it ready again.
+DISK_ROOM_BYTES = 1 << 20
 R = TypeVar("R")
 
 
@@ -59,6 +63,21 @@ def create_engine(settings: Settings) -> AsyncEngine:
             },
         )
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=False)
+
+
+def open_database(settings: Settings) -> Database:
+    """The :class:`Database` every kind of process uses (``serve``, ``worker``, the
+    commands, migrations, the demo): its engine and its hot path both follow the
+    PgBouncer settings, ``LISTEN`` goes to ``listen_database_url``, escalations are
+    grouped by ``escalation_group_size``. The drivers' own log lines become one line each
+    (:func:`signoff.store.runtime.availability.quiet_driver_logs`)."""
+    quiet_driver_logs()
+    return Database(
+        create_engine(settings),
+        pgbouncer=settings.pgbouncer,
+        listen_url=settings.listen_database_url,
+        escalation_group_size=settings.escalation_group_size,
+    )
 
 
 def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
@@ -133,7 +152,7 @@ class Database:
         (:mod:`signoff.store.runtime.grouped`; 1: each alone)."""
         self.engine = engine
         self.outbox_committed = asyncio.Event()
-        listen = _listen_url(engine, listen_url)
+        listen = None if pgbouncer and not listen_url else _listen_url(engine, listen_url)
         self.changes = TaskChanges(listen)
         """This process's change signal (long-poll waiters, the dispatcher's wake-up)."""
         self.change_listeners: set[asyncio.Event] = set()
@@ -146,6 +165,9 @@ class Database:
         self.escalations = EscalationGroups(self.one_statement, size=escalation_group_size)
         """This process's escalations on PostgreSQL, committed in groups."""
         self._pool_lock: asyncio.Lock | None = None
+        self.disk_full = False
+        """A write of this process failed because the disk (SQLite's file) is full; until a
+        write succeeds again, :meth:`ping` checks with a write of its own."""
         self._sqlite_writer = asyncio.Lock()
         self._lite: LiteThread | None = None
         self.announcer = Announcer(self._run_script) if listen is not None else None
@@ -222,7 +244,8 @@ class Database:
         on this process's own SQLite connection, in its thread, grouped with the scripts
         that wait alongside it (:mod:`signoff.store.runtime.litethread`). A group queues with
         every other write transaction of the process, as :meth:`transaction` does."""
-        return await self._lite_thread().run(script)
+        with self._noting_failures():
+            return await self._lite_thread().run(script)
 
     async def run_write(self, work: Callable[[AsyncConnection], Awaitable[R]]) -> R:
         """Run ``work`` — store functions that await nothing but ``conn.execute`` — as one
@@ -235,7 +258,8 @@ class Database:
                 value = await work(uow.connection)
                 await uow.commit()
                 return value
-        return await self._lite_thread().run_core(work)
+        with self._noting_failures():
+            return await self._lite_thread().run_core(work)
 
     async def run_read(self, work: Callable[[AsyncConnection], Awaitable[R]]) -> R:
         """Like :meth:`run_write`, for a read: on a SQLite file one trip to its thread
@@ -292,8 +316,9 @@ class Database:
     async def transaction(self, *, write: bool = True) -> AsyncIterator[UnitOfWork]:
         """A transaction; ``write=False`` starts a deferred (read) transaction on SQLite."""
         if write and self.dialect == "sqlite":
-            async with self._writer_turn(), self._transaction(write=True) as uow:
-                yield uow
+            with self._noting_failures():
+                async with self._writer_turn(), self._transaction(write=True) as uow:
+                    yield uow
             return
         async with self._transaction(write=write) as uow:
             yield uow
@@ -311,8 +336,25 @@ class Database:
                 if not uow._committed and connection.in_transaction():
                     await connection.rollback()
 
+    @contextmanager
+    def _noting_failures(self) -> Iterator[None]:
+        """Remember a write refused for a full disk (see :attr:`disk_full`)."""
+        try:
+            yield
+        except Exception as exc:
+            outage = classify(exc)
+            if outage is not None and outage.cause is Cause.DISK_FULL:
+                self.disk_full = True
+            raise
+
     async def ping(self) -> None:
-        """Raises whatever the driver raises when the database does not answer."""
+        """Raises whatever the driver raises when the database does not answer, or (SQLite,
+        after a write failed for a full disk) cannot write yet."""
+        path = self.sqlite_file
+        if self.disk_full and path is not None:
+            await self.sqlite_script(lambda connection: _write_probe(connection, path))
+            self.disk_full = False
+            return
         async with self.transaction(write=False) as uow:
             await uow.connection.execute(text("SELECT 1"))
 
@@ -329,6 +371,24 @@ class Database:
         await self.changes.close()
         await self.key_cache.close()
         await self.engine.dispose()
+
+
+def _write_probe(connection: sqlite3.Connection, path: str) -> None:
+    """Whether SQLite can write again after a full disk: room to spare beside the file (a
+    small write may well fit where the one that failed did not), then the smallest write
+    there is, the file's header page written again unchanged."""
+    folder = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    if folder.f_bavail * folder.f_frsize < DISK_ROOM_BYTES:
+        raise sqlite3.OperationalError("database or disk is full")
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        connection.execute(f"PRAGMA user_version = {int(version)}")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:  # a failed COMMIT may have rolled back already
+            connection.execute("ROLLBACK")
+        raise
 
 
 async def _keep_session(_connection: asyncpg.Connection) -> None:
