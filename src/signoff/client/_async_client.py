@@ -191,7 +191,7 @@ class AsyncSignoff:
         *,
         subject: Mapping[str, Any],
         operation_id: str,
-        wait_for_lease: float = DEFAULT_WAIT_FOR_LEASE,
+        wait_for_lease: float | None = DEFAULT_WAIT_FOR_LEASE,
     ) -> AsyncExecutionRun:
         """``async with client.execution(...) as run:`` — see :meth:`Signoff.execution`."""
         return AsyncExecutionRun(

@@ -22,8 +22,9 @@ __all__ = ["Signoff"]
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
-#: How long ``execution`` waits for another executor's lease to lapse (a crashed one).
-DEFAULT_WAIT_FOR_LEASE = 120.0
+#: How long ``execution`` waits for another executor's outcome or the lapse of its lease:
+#: ``None``, as long as that lease lives (renewals included), never shorter than it.
+DEFAULT_WAIT_FOR_LEASE: float | None = None
 
 
 class Signoff:
@@ -206,7 +207,7 @@ class Signoff:
         *,
         subject: Mapping[str, Any],
         operation_id: str,
-        wait_for_lease: float = DEFAULT_WAIT_FOR_LEASE,
+        wait_for_lease: float | None = DEFAULT_WAIT_FOR_LEASE,
     ) -> ExecutionRun:
         """``with client.execution(task_id, subject=what_runs, operation_id=...) as run:``
 
