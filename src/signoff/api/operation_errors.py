@@ -38,6 +38,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.READ_ONLY_FIELD,
         ErrorCode.IDEMPOTENCY_KEY_REUSED,
         ErrorCode.UNKNOWN_POLICY,
+        ErrorCode.TIMEOUT_APPROVAL_NOT_ALLOWED,
     ),
     "POST /tasks/claim-next": (
         ErrorCode.FORBIDDEN,

@@ -85,6 +85,9 @@ class AsyncSignoff:
         summary: Mapping[str, Any] | None = None,
         policy: str | None = None,
         approval_ttl_seconds: int | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: str = "reject",
+        timeout_group: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -106,6 +109,9 @@ class AsyncSignoff:
             summary=summary,
             policy=policy,
             approval_ttl_seconds=approval_ttl_seconds,
+            timeout_seconds=timeout_seconds,
+            on_timeout=on_timeout,
+            timeout_group=timeout_group,
         )
         return await self._runner.run(
             ops.escalate(

@@ -98,6 +98,9 @@ class Signoff:
         summary: Mapping[str, Any] | None = None,
         policy: str | None = None,
         approval_ttl_seconds: int | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: str = "reject",
+        timeout_group: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -107,6 +110,10 @@ class Signoff:
         creates a second task (a retried request replays; a re-run with fresh timestamps
         returns the task the key created). ``on_conflict="adopt"`` returns the entity's
         active task instead of raising :class:`TaskConflict`.
+
+        ``timeout_seconds``: nobody decided within it, the task is rejected (``on_timeout``
+        ``"reject"``, a normal ``REJECTED`` decision), expires (``"expire"``) or is
+        reassigned to ``timeout_group`` (``"escalate"``). It never approves.
         """
         body = ops.escalation_body(
             entity_type=entity_type,
@@ -125,6 +132,9 @@ class Signoff:
             summary=summary,
             policy=policy,
             approval_ttl_seconds=approval_ttl_seconds,
+            timeout_seconds=timeout_seconds,
+            on_timeout=on_timeout,
+            timeout_group=timeout_group,
         )
         return self._runner.run(
             ops.escalate(

@@ -161,9 +161,14 @@ def escalation_body(
     summary: Mapping[str, Any] | None = None,
     policy: str | None = None,
     approval_ttl_seconds: int | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
+    timeout_group: str | None = None,
 ) -> dict[str, Any]:
     """The escalation request without its ids (:func:`escalate` derives them from the
-    caller's key), the precheck hash computed."""
+    caller's key), the precheck hash computed. ``timeout_seconds`` sets the producer's time
+    limit, ``on_timeout`` what happens at it (``reject``, ``expire`` or ``escalate`` to
+    ``timeout_group``)."""
     actions = _plain(list(attempted_actions))
     body: dict[str, Any] = {
         "entity_type": entity_type,
@@ -189,6 +194,11 @@ def escalation_body(
         "approval_ttl_seconds": approval_ttl_seconds,
     }
     body.update({name: _plain(value) for name, value in optional.items() if value is not None})
+    if timeout_seconds is not None:
+        timeout: dict[str, Any] = {"after_seconds": timeout_seconds, "outcome": on_timeout}
+        if timeout_group is not None:
+            timeout["group"] = timeout_group
+        body["timeout"] = timeout
     for name in ("source_revisions", "material_paths"):
         if name in body:
             body[name] = list(body[name])

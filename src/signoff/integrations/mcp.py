@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server import MCPServer
 
@@ -66,12 +66,17 @@ def build_server(client: AsyncSignoff) -> MCPServer:
         reason_code: str = "AGENT_REVIEW",
         subject: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: Literal["reject", "expire", "escalate"] = "reject",
+        timeout_group: str | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key returns the same review). ``attempted_actions``: what you already tried, each
         ``{"action", "result"}``. ``subject``: the exact thing to approve (what you will
         act on), if any. ``confidence``/``threshold``: your confidence and the level below
-        which a person must decide."""
+        which a person must decide. ``timeout_seconds``: if nobody decides within it, the
+        review is rejected (``on_timeout`` ``reject``), expires (``expire``) or goes to
+        the group ``timeout_group`` (``escalate``); it is never approved for you."""
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         actions = [
             {
@@ -91,6 +96,9 @@ def build_server(client: AsyncSignoff) -> MCPServer:
             input_snapshot={"question": question, **(context or {})},
             trace_id=f"mcp-{key}",
             subject=subject,
+            timeout_seconds=timeout_seconds,
+            on_timeout=on_timeout,
+            timeout_group=timeout_group,
         )
         return review_view(task)
 
