@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client._catchup import EventsSince, events_since
 from signoff.client._client import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
@@ -244,6 +245,12 @@ class AsyncSignoff:
                 digest=digest,
             )
         )
+
+    async def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:
+        """Every event of this producer's tasks after ``cursor`` (``None``: from the first),
+        reading page after page, and the cursor to pass next time. Call it at start, before
+        relying on webhooks, to catch up on what happened while the process was away."""
+        return await self._runner.run(events_since(cursor, page_size))
 
     async def create_webhook_endpoint(
         self,

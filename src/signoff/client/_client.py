@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client._catchup import EventsSince, events_since
 from signoff.client._execution import ExecutionRun
 from signoff.client._models import AuditEvent, Task, WebhookEndpoint
 from signoff.client._ops import OnConflict
@@ -272,6 +273,12 @@ class Signoff:
                 digest=digest,
             )
         )
+
+    def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:
+        """Every event of this producer's tasks after ``cursor`` (``None``: from the first),
+        reading page after page, and the cursor to pass next time. Call it at start, before
+        relying on webhooks, to catch up on what happened while the process was away."""
+        return self._runner.run(events_since(cursor, page_size))
 
     # --- webhooks -----------------------------------------------------------------------
     def create_webhook_endpoint(
