@@ -241,8 +241,10 @@ class Deployment:
         messages = []
         for event in outbox:
             # Each engine draws its own event ids; when an event was fanned out to
-            # webhook endpoints is the dispatcher's business, not the decision's.
+            # webhook endpoints is the dispatcher's business, not the decision's; the
+            # writing transaction's id is PostgreSQL's order for the catch-up read.
             event.pop("fanned_out_at", None)
+            event.pop("commit_xid", None)
             event["id"] = "<event id>"
             if isinstance(event["payload"], dict) and "id" in event["payload"]:
                 event["payload"]["id"] = "<event id>"

@@ -214,6 +214,11 @@ class ErrorCode(StrEnum):
         "The webhook URL points where deliveries may not go.",
     )
     UNKNOWN_POLICY = "ERR_UNKNOWN_POLICY", 422, "The escalation names no known escalation policy."
+    TIMEOUT_APPROVAL_NOT_ALLOWED = (
+        "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
+        422,
+        "An escalation's `timeout` asked to approve when time runs out: only a person approves.",
+    )
     PRECONDITION_REQUIRED = (
         "ERR_PRECONDITION_REQUIRED",
         428,

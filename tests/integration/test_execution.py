@@ -251,3 +251,71 @@ def test_tasks_are_filtered_by_execution_status_claimer_and_group(server, produc
         assert ids(editor, claimed_by="me") == []
         bad = editor.get("/tasks", params={"execution_status": "RUNNING"})
         assert (bad.status_code, bad.json()["error_code"]) == (422, "ERR_VALIDATION")
+
+
+# -- the same operation asked again, and the one winner ---------------------------------------
+
+
+def test_the_same_operation_asked_again_gets_its_execution_back_under_a_fresh_token(
+    server, producer, editor
+) -> None:
+    task_id, digest = approved(producer, editor)
+    lost = execute(producer, task_id, 1, digest, "op-1").json()  # the answer never arrived
+    other = execute(producer, task_id, 1, digest, "op-2")
+    assert (other.status_code, other.json()["error_code"]) == (409, "ERR_ALREADY_EXECUTING")
+
+    again = execute(producer, task_id, 1, digest, "op-1")
+    assert again.status_code == 200, again.text
+    grant = again.json()
+    assert grant["execution_token"] not in (None, lost["execution_token"])
+    assert grant["operation_id"] == "op-1"
+    assert {a["status"] for a in grant["actions"]} == {"PENDING"}
+    # The old token is fenced off: it neither reports nor renews.
+    fenced = report(producer, task_id, "publish_article", lost["execution_token"], operation_id="x")
+    assert fenced.json()["error_code"] == "ERR_EXECUTION_LEASE_LOST"
+    assert renew(producer, task_id, lost["execution_token"]).status_code == 409
+
+    token = grant["execution_token"]
+    for action in ("publish_article", "send_newsletter"):
+        done = report(producer, task_id, action, token, operation_id="op-1")
+        assert done.status_code == 200, done.text
+    assert done.json()["execution_status"] == "COMPLETED"
+    assert [a["status"] for a in server.rows("task_actions")] == ["COMPLETED", "COMPLETED"]
+    types = event_types(server, task_id)
+    assert types.count("task.execution_started") == 2
+    assert types.count("task.action_completed") == 2
+
+
+def test_a_race_of_executors_has_one_winning_operation(server, producer, editor) -> None:
+    import asyncio
+
+    import httpx
+
+    task_id, digest = approved(producer, editor)
+    operations = ["op-same"] * 4 + [f"op-{i}" for i in range(6)]
+
+    async def race() -> list[httpx.Response]:
+        async with httpx.AsyncClient(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {producer.key}"}
+        ) as c:
+            return await asyncio.gather(
+                *(
+                    c.post(
+                        f"/tasks/{task_id}/execute",
+                        json={"revision": 1, "digest": digest, "operation_id": op},
+                    )
+                    for op in operations
+                )
+            )
+
+    responses = asyncio.run(race())
+    granted = [r.json() for r in responses if r.status_code == 200]
+    refused = [r.json() for r in responses if r.status_code != 200]
+    assert {g["operation_id"] for g in granted} == {granted[0]["operation_id"]}
+    assert {r["error_code"] for r in refused} == {"ERR_ALREADY_EXECUTING"}
+    # Only the latest grant's token is live: exactly one of them may report.
+    reports = [
+        report(producer, task_id, "publish_article", g["execution_token"], operation_id=f"p{i}")
+        for i, g in enumerate(granted)
+    ]
+    assert sorted(r.status_code for r in reports) == [200] + [409] * (len(granted) - 1)

@@ -57,6 +57,7 @@ def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the
         Action.ESCALATE_LEVEL,
         Action.REASSIGN,
         Action.EXPIRE,
+        Action.TIME_OUT,
         Action.EXECUTION_STALLED,
     }
     overseer_actions = {Action.FORCE_RELEASE, Action.HAND_OVER, Action.WITHDRAW}

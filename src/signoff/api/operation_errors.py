@@ -38,6 +38,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.READ_ONLY_FIELD,
         ErrorCode.IDEMPOTENCY_KEY_REUSED,
         ErrorCode.UNKNOWN_POLICY,
+        ErrorCode.TIMEOUT_APPROVAL_NOT_ALLOWED,
     ),
     "POST /tasks/claim-next": (
         ErrorCode.FORBIDDEN,
@@ -91,6 +92,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "GET /tasks": (ErrorCode.VALIDATION,),
     "GET /tasks/{task_id}": (ErrorCode.TASK_NOT_FOUND, ErrorCode.TOO_MANY_WAITS),
     "GET /tasks/{task_id}/events": (ErrorCode.TASK_NOT_FOUND,),
+    "GET /events": (ErrorCode.FORBIDDEN, ErrorCode.VALIDATION),
     # approvals bound to versions
     "PUT /tasks/{task_id}/subject": (
         ErrorCode.FORBIDDEN,

@@ -184,6 +184,21 @@ class AuditTrailOut(BaseModel):
     items: list[AuditEventOut]
 
 
+class EventOut(BaseModel):
+    """One event as webhook endpoints receive it."""
+
+    id: str
+    type: str
+    created_at: str
+    data: dict[str, Any]
+
+
+class EventPageOut(BaseModel):
+    items: list[EventOut]
+    next_cursor: str | None
+    has_more: bool
+
+
 class FieldProblem(BaseModel):
     field: str
     message: str

@@ -18,6 +18,7 @@ root; ``ApiError`` for every refusal the server answers).
 """
 
 from signoff.client._async_client import AsyncSignoff
+from signoff.client._catchup import EventsSince
 from signoff.client._client import Signoff
 from signoff.client._digests import canonical_json, digest, escalation_ids, precheck_hash
 from signoff.client._errors import (
@@ -95,6 +96,7 @@ __all__ = [
     "Decision",
     "DecisionTimeout",
     "Diff",
+    "EventsSince",
     "Execution",
     "ExecutionLeaseLost",
     "ExecutionRun",

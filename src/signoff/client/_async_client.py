@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client._catchup import EventsSince, events_since
 from signoff.client._client import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
@@ -93,6 +94,9 @@ class AsyncSignoff:
         summary: Mapping[str, Any] | None = None,
         policy: str | None = None,
         approval_ttl_seconds: int | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: str = "reject",
+        timeout_group: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -114,6 +118,9 @@ class AsyncSignoff:
             summary=summary,
             policy=policy,
             approval_ttl_seconds=approval_ttl_seconds,
+            timeout_seconds=timeout_seconds,
+            on_timeout=on_timeout,
+            timeout_group=timeout_group,
         )
         return await self._runner.run(
             ops.escalate(
@@ -213,7 +220,7 @@ class AsyncSignoff:
         *,
         subject: Mapping[str, Any],
         operation_id: str,
-        wait_for_lease: float = DEFAULT_WAIT_FOR_LEASE,
+        wait_for_lease: float | None = DEFAULT_WAIT_FOR_LEASE,
     ) -> AsyncExecutionRun:
         """``async with client.execution(...) as run:`` — see :meth:`Signoff.execution`."""
         return AsyncExecutionRun(
@@ -260,6 +267,12 @@ class AsyncSignoff:
                 digest=digest,
             )
         )
+
+    async def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:
+        """Every event of this producer's tasks after ``cursor`` (``None``: from the first),
+        reading page after page, and the cursor to pass next time. Call it at start, before
+        relying on webhooks, to catch up on what happened while the process was away."""
+        return await self._runner.run(events_since(cursor, page_size))
 
     async def create_webhook_endpoint(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client._catchup import EventsSince, events_since
 from signoff.client._execution import ExecutionRun
 from signoff.client._models import (
     AuditEvent,
@@ -30,8 +31,9 @@ __all__ = ["Signoff"]
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
-#: How long ``execution`` waits for another executor's lease to lapse (a crashed one).
-DEFAULT_WAIT_FOR_LEASE = 120.0
+#: How long ``execution`` waits for another executor's outcome or the lapse of its lease:
+#: ``None``, as long as that lease lives (renewals included), never shorter than it.
+DEFAULT_WAIT_FOR_LEASE: float | None = None
 
 
 class Signoff:
@@ -105,6 +107,9 @@ class Signoff:
         summary: Mapping[str, Any] | None = None,
         policy: str | None = None,
         approval_ttl_seconds: int | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: str = "reject",
+        timeout_group: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -114,6 +119,10 @@ class Signoff:
         creates a second task (a retried request replays; a re-run with fresh timestamps
         returns the task the key created). ``on_conflict="adopt"`` returns the entity's
         active task instead of raising :class:`TaskConflict`.
+
+        ``timeout_seconds``: nobody decided within it, the task is rejected (``on_timeout``
+        ``"reject"``, a normal ``REJECTED`` decision), expires (``"expire"``) or is
+        reassigned to ``timeout_group`` (``"escalate"``). It never approves.
         """
         body = ops.escalation_body(
             entity_type=entity_type,
@@ -132,6 +141,9 @@ class Signoff:
             summary=summary,
             policy=policy,
             approval_ttl_seconds=approval_ttl_seconds,
+            timeout_seconds=timeout_seconds,
+            on_timeout=on_timeout,
+            timeout_group=timeout_group,
         )
         return self._runner.run(
             ops.escalate(
@@ -228,7 +240,7 @@ class Signoff:
         *,
         subject: Mapping[str, Any],
         operation_id: str,
-        wait_for_lease: float = DEFAULT_WAIT_FOR_LEASE,
+        wait_for_lease: float | None = DEFAULT_WAIT_FOR_LEASE,
     ) -> ExecutionRun:
         """``with client.execution(task_id, subject=what_runs, operation_id=...) as run:``
 
@@ -283,6 +295,12 @@ class Signoff:
                 digest=digest,
             )
         )
+
+    def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:
+        """Every event of this producer's tasks after ``cursor`` (``None``: from the first),
+        reading page after page, and the cursor to pass next time. Call it at start, before
+        relying on webhooks, to catch up on what happened while the process was away."""
+        return self._runner.run(events_since(cursor, page_size))
 
     # --- webhooks -----------------------------------------------------------------------
     def create_webhook_endpoint(

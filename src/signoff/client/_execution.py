@@ -25,7 +25,12 @@ MIN_RENEW_INTERVAL = 0.2
 
 class _RunState:
     def __init__(
-        self, *, task_id: str, subject: Mapping[str, Any], operation_id: str, wait_for_lease: float
+        self,
+        *,
+        task_id: str,
+        subject: Mapping[str, Any],
+        operation_id: str,
+        wait_for_lease: float | None,
     ) -> None:
         self.task_id = task_id
         self.subject = subject

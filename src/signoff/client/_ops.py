@@ -261,9 +261,14 @@ def escalation_body(
     summary: Mapping[str, Any] | None = None,
     policy: str | None = None,
     approval_ttl_seconds: int | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
+    timeout_group: str | None = None,
 ) -> dict[str, Any]:
     """The escalation request without its ids (:func:`escalate` derives them from the
-    caller's key), the precheck hash computed."""
+    caller's key), the precheck hash computed. ``timeout_seconds`` sets the producer's time
+    limit, ``on_timeout`` what happens at it (``reject``, ``expire`` or ``escalate`` to
+    ``timeout_group``)."""
     actions = _plain(list(attempted_actions))
     body: dict[str, Any] = {
         "entity_type": entity_type,
@@ -289,6 +294,11 @@ def escalation_body(
         "approval_ttl_seconds": approval_ttl_seconds,
     }
     body.update({name: _plain(value) for name, value in optional.items() if value is not None})
+    if timeout_seconds is not None:
+        timeout: dict[str, Any] = {"after_seconds": timeout_seconds, "outcome": on_timeout}
+        if timeout_group is not None:
+            timeout["group"] = timeout_group
+        body["timeout"] = timeout
     for name in ("source_revisions", "material_paths"):
         if name in body:
             body[name] = list(body[name])
@@ -516,34 +526,61 @@ def _revision_of(task: Task, local_digest: str) -> Op[int | None]:
     return max(earlier, default=task.current_revision)
 
 
+#: With ``wait_for_lease=None``: how long after the other executor's lease lapses (as
+#: the server reports it, renewals included) the wait ends.
+LAPSE_MARGIN_SECONDS = 5.0
+
+
 def execute(
     task_id: str | Task,
     *,
     subject: Mapping[str, Any],
     operation_id: str,
-    wait_for_lease: float,
+    wait_for_lease: float | None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Op[tuple[Execution, Task, str]]:
     """Pass the execution gate for ``subject`` as it is now (its digest computed here).
 
-    When another executor holds the execution lease (say, one that crashed), wait up to
-    ``wait_for_lease`` seconds for it to lapse, then take it over.
+    When another executor holds the execution lease, wait for its outcome: a long-poll on
+    the task wakes on its next change (the other executor completed, failed or renewed)
+    and the gate is asked again; a lease that lapses (say, its executor crashed) is taken
+    over. ``wait_for_lease`` caps the wait in seconds; ``None`` waits as long as the other
+    lease lives (following its renewals) and a little more. A retry of this very
+    ``operation_id`` is never refused for its own lease: it takes the lease over.
     """
     local_digest = digest(subject)
     task = yield from get_task(task_id)
     revision = yield from _revision_of(task, local_digest)
     body = {"revision": revision or 1, "digest": local_digest, "operation_id": operation_id}
-    deadline = clock() + wait_for_lease
+    deadline = None if wait_for_lease is None else clock() + wait_for_lease
+    seen = task
     while True:
         try:
             response = yield _call("POST", f"/tasks/{_id(task)}/execute", json=body, retry=True)
             return Execution.model_validate(response.json()), task, local_digest
         except AlreadyExecuting as busy:
-            remaining = deadline - clock()
             lapse = _seconds_until(busy.lease_expires_at, datetime.now(UTC))
-            if remaining <= 0 or lapse is None:
+            if lapse is None:
                 raise  # no lease to wait out: another operation completed the execution
-            yield Pause(max(0.05, min(lapse + 0.05, remaining)))
+            # Never shorter than the lease it waits for (renewals move it on).
+            remaining = lapse + LAPSE_MARGIN_SECONDS if deadline is None else deadline - clock()
+            if remaining <= 0:
+                raise
+            # Wake on the task's next change after the read that preceded this refusal,
+            # so an outcome recorded in between is not missed; else at the lapse.
+            wait = min(float(MAX_WAIT_SECONDS), max(0.05, min(lapse + 0.05, remaining)))
+            started = clock()
+            polled = yield _call(
+                "GET",
+                f"/tasks/{_id(task)}",
+                params={"wait": round(wait, 3), "after_version": seen.version},
+                retry=True,
+                hold=wait,
+            )
+            fresh = seen if polled.status_code == 304 else _task(polled)
+            if fresh.version == seen.version and clock() - started < wait / 2:
+                yield Pause(wait)  # a server that does not hold requests
+            seen = fresh
 
 
 def renew_execution(task_id: str, token: str) -> Op[Execution]:

@@ -3,8 +3,12 @@
 Level *k* fires ``after_seconds`` after level *k−1* (level 1: after the escalation, or at
 the request's own ``deadline``). ``remind`` notifies; ``reassign`` moves the task to
 another group (revoking the old group's resume links) and notifies; ``expire`` ends the
-wait: the task becomes ``EXPIRED`` and ``task.expired`` hands over to compensation.
-Every policy ends with ``expire`` — nothing waits forever.
+wait: the task becomes ``EXPIRED`` and ``task.expired`` hands over to compensation;
+``reject`` ends it with the decision REJECTED (``task.resolved``). Every policy ends with
+``expire`` or ``reject`` — nothing waits forever.
+
+A producer's ``timeout`` (:class:`Timeout`) makes a task's own levels from its policy
+(:func:`with_timeout`); it never approves.
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ class LevelAction(StrEnum):
     REMIND = "remind"
     REASSIGN = "reassign"
     EXPIRE = "expire"
+    REJECT = "reject"
+
+
+#: The levels that end the wait; only a policy's last level is one, and it must be.
+FINAL_ACTIONS = frozenset({LevelAction.EXPIRE, LevelAction.REJECT})
+#: The notes of a rejection made because a producer's time limit ran out.
+TIMEOUT_NOTES = "No decision within the time limit the producer set: rejected when it ran out."
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,9 @@ def parse_policy(name: Any, levels: Any) -> Policy:
         try:
             action = LevelAction(str(raw.get("action")))
         except ValueError:
-            errors.append(FieldError(f"{where}.action", "must be remind, reassign or expire"))
+            errors.append(
+                FieldError(f"{where}.action", "must be remind, reassign, expire or reject")
+            )
             continue
         notify = raw.get("notify", [])
         if not isinstance(notify, list) or not all(
@@ -118,8 +131,8 @@ def parse_policy(name: Any, levels: Any) -> Policy:
             errors.append(
                 FieldError(f"{where}.assign_group", "is required to reassign (1-100 characters)")
             )
-        if action is LevelAction.EXPIRE and index != len(levels) - 1:
-            errors.append(FieldError(f"{where}.action", "only the last level may expire"))
+        if action in FINAL_ACTIONS and index != len(levels) - 1:
+            errors.append(FieldError(f"{where}.action", "only the last level may expire or reject"))
         if isinstance(after, int):
             parsed.append(
                 Level(after, action, tuple(notify), group if isinstance(group, str) else None)
@@ -127,9 +140,11 @@ def parse_policy(name: Any, levels: Any) -> Policy:
     if (
         levels
         and isinstance(levels[-1], dict)
-        and levels[-1].get("action") != LevelAction.EXPIRE.value
+        and levels[-1].get("action") not in {a.value for a in FINAL_ACTIONS}
     ):
-        errors.append(FieldError(f"levels[{len(levels) - 1}].action", "the last level must expire"))
+        errors.append(
+            FieldError(f"levels[{len(levels) - 1}].action", "the last level must expire or reject")
+        )
     if errors:
         raise validation_error(errors)
     return Policy(name=name, levels=tuple(parsed))
@@ -137,3 +152,39 @@ def parse_policy(name: Any, levels: Any) -> Policy:
 
 def policy_from_json(document: dict[str, Any]) -> Policy:
     return parse_policy(document["name"], document["levels"])
+
+
+class TimeoutOutcome(StrEnum):
+    """What a producer's time limit does when it runs out."""
+
+    REJECT = "reject"
+    EXPIRE = "expire"
+    ESCALATE = "escalate"
+    """Reassign to a group, whose reviewers are notified; the policy's final level follows."""
+    APPROVE = "approve"
+    """Refused: only a person approves (``ERR_TIMEOUT_APPROVAL_NOT_ALLOWED``)."""
+
+
+@dataclass(frozen=True)
+class Timeout:
+    after_seconds: int
+    outcome: TimeoutOutcome
+    group: str | None = None
+
+
+def with_timeout(policy: Policy, timeout: Timeout) -> Policy:
+    """The task's own levels under a producer's time limit: its outcome fires
+    ``after_seconds`` after the escalation, in place of the policy's levels. To escalate
+    reassigns to the group (notifying it), then the policy's final level follows after its
+    own ``after_seconds``: nothing waits forever."""
+    final = {
+        TimeoutOutcome.REJECT: LevelAction.REJECT,
+        TimeoutOutcome.EXPIRE: LevelAction.EXPIRE,
+    }
+    if timeout.outcome in final:
+        return Policy(policy.name, (Level(timeout.after_seconds, final[timeout.outcome]),))
+    assert timeout.outcome is TimeoutOutcome.ESCALATE
+    assert timeout.group is not None
+    group = timeout.group
+    reassign = Level(timeout.after_seconds, LevelAction.REASSIGN, (f"group:{group}",), group)
+    return Policy(policy.name, (reassign, policy.levels[-1]))

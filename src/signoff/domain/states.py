@@ -71,6 +71,7 @@ class Action(StrEnum):
     ESCALATE_LEVEL = "escalate_level"
     REASSIGN = "reassign"
     EXPIRE = "expire"
+    TIME_OUT = "time_out"
     CANCEL = "cancel"
     # Supervision: supervisors and admins step in on someone else's task.
     FORCE_RELEASE = "force_release"
@@ -208,6 +209,9 @@ TRANSITIONS: dict[Action, Transition] = dict(
             "task.expired",
             ends_links=True,
         ),
+        # The producer's time limit ran out with ``reject`` as its outcome: the task is
+        # decided REJECTED by the sweeper, a decision like any other for source systems.
+        _t(Action.TIME_OUT, {P, C}, R, SYSTEM, LeaseRule.NONE, "task.resolved"),
         _t(
             Action.CANCEL,
             {P, C},

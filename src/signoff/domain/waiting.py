@@ -1,4 +1,4 @@
-"""The waiting fields of an escalation: deadline, policy, group, AI summary."""
+"""The waiting fields of an escalation: deadline, policy, group, time limit, AI summary."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 from jsonschema import Draft7Validator, FormatChecker
 
 from signoff.domain.json_input import join_path
-from signoff.errors import FieldError, validation_error
+from signoff.domain.policies import Timeout, TimeoutOutcome
+from signoff.errors import ErrorCode, FieldError, Unprocessable, validation_error
 
 WAITING_FIELDS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -19,6 +20,24 @@ WAITING_FIELDS_SCHEMA: dict[str, Any] = {
         "review_deadline": {"type": "string", "format": "date-time"},
         "policy": {"type": "string", "minLength": 1, "maxLength": 100},
         "assigned_group": {"type": "string", "minLength": 1, "maxLength": 100},
+        "timeout": {
+            "type": "object",
+            "description": (
+                "The producer's time limit: when nobody decided within after_seconds, the "
+                "task is rejected (the default: a task.resolved event with decision "
+                "REJECTED), expires "
+                "(task.expired), or is escalated to group (reassigned there, its reviewers "
+                "notified; the policy's final level follows). Replaces the policy's levels; "
+                "not with deadline. approve is refused: only a person approves."
+            ),
+            "required": ["after_seconds"],
+            "properties": {
+                "after_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000},
+                "outcome": {"enum": [o.value for o in TimeoutOutcome]},
+                "group": {"type": "string", "minLength": 1, "maxLength": 100},
+            },
+            "additionalProperties": False,
+        },
         "summary": {
             "type": "object",
             "description": "An AI-prepared decision summary. It only recommends; a person decides.",
@@ -54,6 +73,7 @@ class WaitingInput:
     policy_name: str | None
     assigned_group: str | None
     summary: dict[str, Any] | None
+    timeout: Timeout | None = None
 
 
 def _parse_rfc3339(raw: str, field: str) -> datetime:
@@ -89,8 +109,11 @@ def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
         errors.append(FieldError(path or "(root)", error.message))
     if "deadline" in body and "review_deadline" in body:
         errors.append(FieldError("review_deadline", "give deadline or review_deadline, not both"))
+    if "timeout" in body and ("deadline" in body or "review_deadline" in body):
+        errors.append(FieldError("timeout", "give a deadline or a timeout, not both"))
     if errors:
         raise validation_error(errors)
+    timeout = _parse_timeout(body["timeout"]) if "timeout" in body else None
     raw = body.get("deadline", body.get("review_deadline"))
     field = "deadline" if "deadline" in body else "review_deadline"
     deadline = _parse_rfc3339(raw, field) if raw else None
@@ -101,4 +124,28 @@ def parse_waiting_fields(body: dict[str, Any]) -> WaitingInput:
         policy_name=body.get("policy"),
         assigned_group=body.get("assigned_group"),
         summary=body.get("summary"),
+        timeout=timeout,
     )
+
+
+def _parse_timeout(raw: dict[str, Any]) -> Timeout:
+    """The schema checked the shape; here what it cannot say.
+
+    Raises:
+        Unprocessable: ``ERR_TIMEOUT_APPROVAL_NOT_ALLOWED`` (outcome ``approve``);
+            ``ERR_VALIDATION`` when ``group`` is missing to escalate or given otherwise.
+    """
+    outcome = TimeoutOutcome(raw.get("outcome", TimeoutOutcome.REJECT.value))
+    if outcome is TimeoutOutcome.APPROVE:
+        raise Unprocessable(
+            "a time limit cannot approve: only a person approves; choose reject, expire "
+            "or escalate",
+            error_code=ErrorCode.TIMEOUT_APPROVAL_NOT_ALLOWED,
+            errors=[FieldError("timeout.outcome", "approve is not allowed")],
+        )
+    group = raw.get("group")
+    if outcome is TimeoutOutcome.ESCALATE and group is None:
+        raise validation_error([FieldError("timeout.group", "is required to escalate")])
+    if outcome is not TimeoutOutcome.ESCALATE and group is not None:
+        raise validation_error([FieldError("timeout.group", "is only for escalate")])
+    return Timeout(after_seconds=raw["after_seconds"], outcome=outcome, group=group)

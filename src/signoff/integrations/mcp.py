@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from mcp import types
 from mcp.server import MCPServer
@@ -156,13 +156,19 @@ def build_server(
         reason_code: str = "AGENT_REVIEW",
         subject: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
+        timeout_seconds: int | None = None,
+        on_timeout: Literal["reject", "expire", "escalate"] = "reject",
+        timeout_group: str | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key and content returns the same review; with a changed ``subject`` it submits a
         new revision, which needs review again). ``attempted_actions``: what you already
         tried, each ``{"action", "result"}``. ``subject``: the exact thing to approve (what
         you will act on), if any. ``confidence``/``threshold``: your confidence and the
-        level below which a person must decide."""
+        level below which a person must decide. ``timeout_seconds``: if nobody decides
+        within it, the review is rejected (``on_timeout`` ``reject``), expires
+        (``expire``) or goes to the group ``timeout_group`` (``escalate``); it is never
+        approved for you."""
         now = _now()
         actions = [
             {
@@ -184,6 +190,9 @@ def build_server(
                     input_snapshot={"question": question, **(context or {})},
                     trace_id=f"mcp-{key}",
                     subject=subject,
+                    timeout_seconds=timeout_seconds,
+                    on_timeout=on_timeout,
+                    timeout_group=timeout_group,
                 )
             except IdempotencyKeyReused as reused:
                 existing = reused.task

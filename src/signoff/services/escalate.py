@@ -16,7 +16,7 @@ from typing import Any
 
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
-from signoff.domain.policies import Policy
+from signoff.domain.policies import Policy, with_timeout
 from signoff.domain.producer import ProducerFields, parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, transition
@@ -91,7 +91,12 @@ async def _escalate(
     waiting: WaitingInput,
 ) -> EscalationOutcome:
     now = ctx.now()
-    if proposal is None and waiting.policy_name is None and waiting.assigned_group is None:
+    if (
+        proposal is None
+        and waiting.policy_name is None
+        and waiting.assigned_group is None
+        and waiting.timeout is None
+    ):
         # The common escalation (no subject, the default policy, no group to notify):
         # key + task + audit + outbox in one step of the engine's write path.
         outcome = await _escalate_in_one_step(
@@ -111,6 +116,8 @@ async def _escalate(
             if stored is None or stored.expires_at <= now:
                 raise
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
+        if waiting.timeout is not None:
+            policy = with_timeout(policy, waiting.timeout)
         task = _new_task(request, proposal, waiting, policy, principal, now, producer_fields)
         view = task_view(task, now, metadata=True, traceparent=True)
         response = dumps({"task_id": str(task.id), **view})

@@ -50,9 +50,11 @@ async def execute(
     """The execution gate: one atomic check, one winner, fenced by an execution
     lease with its own token (rotated on every grant, stored hashed).
 
-    While the lease lives every other execute is refused, whatever its ``operation_id``; a
-    lapsed lease (the executor crashed) can be taken by a new execute, which keeps the
-    actions already completed. A completed execution asked again with its ``operation_id``
+    While the lease lives every execute under another ``operation_id`` is refused; the
+    same ``operation_id`` asked again (its answer was lost, or its executor restarted)
+    takes the lease over with a new token, fencing the old one. A lapsed lease (the
+    executor crashed) can be taken by any new execute. Both keep the actions already
+    completed. A completed execution asked again with its ``operation_id``
     returns its stored outcome, never a fresh grant. Every refusal for the approval's sake
     is written to the audit trail, next to the decision it does not erase.
 

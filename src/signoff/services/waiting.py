@@ -12,8 +12,8 @@ from typing import Any
 import structlog
 from sqlalchemy.exc import DBAPIError
 
-from signoff.domain.policies import LevelAction, policy_from_json
-from signoff.domain.states import Action, Role, transition
+from signoff.domain.policies import TIMEOUT_NOTES, LevelAction, policy_from_json
+from signoff.domain.states import Action, Decision, Role, transition
 from signoff.domain.tasks import Principal, Task, require_role
 from signoff.errors import Conflict, ErrorCode
 from signoff.services import execution
@@ -46,6 +46,16 @@ async def apply_due_level(
     if level is None or level.action is LevelAction.EXPIRE:
         step = transition(Action.EXPIRE)
         values |= LEASE_CLEARED
+    elif level.action is LevelAction.REJECT:
+        # A decision like a reviewer's, by the sweeper, with the notes the rule needs.
+        step = transition(Action.TIME_OUT)
+        values |= {
+            **LEASE_CLEARED,
+            "decision": Decision.REJECTED.value,
+            "notes": TIMEOUT_NOTES,
+            "operator_id": SYSTEM_PRINCIPAL.principal_id,
+            "resolved_at": now,
+        }
     else:
         following = policy.level(number + 1)
         assert following is not None  # every policy ends with expire
@@ -66,6 +76,8 @@ async def apply_due_level(
     if level and level.assign_group:
         details["assigned_group"] = level.assign_group
     await record_transition(uow, step, updated, SYSTEM_PRINCIPAL, now, details)
+    if action == LevelAction.REJECT.value:
+        return updated  # decided: the decision's webhook event tells the source system
     kind = {"remind": "reminder", "reassign": "reassigned", "expire": "expired"}[action]
     await notify(uow, ctx, updated, kind=kind, targets=level.notify if level else (), now=now)
     return updated

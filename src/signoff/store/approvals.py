@@ -151,7 +151,11 @@ async def grant_execution(
     is approved, ``revision``/``digest`` are both current and the approved ones, the
     approval has not expired, the approver's key is live and may approve *now*, no source
     was revoked, the execution is not completed, and no live execution lease fences
-    another executor. The winner gets a new execution lease under ``token_hash``."""
+    another executor. The winner gets a new execution lease under ``token_hash``.
+
+    A live lease granted under the same ``operation_id`` does not fence its own retry (the
+    grant's answer was lost, or the executor restarted): the retry takes the lease over
+    with the new token, which fences the old one."""
     conditions = [
         T.id == task_id,
         T.producer_id == producer_id,
@@ -161,7 +165,11 @@ async def grant_execution(
             T.execution_status.is_(None),
             T.execution_status != ExecutionStatus.COMPLETED.value,
         ),
-        or_(T.execution_token_hash.is_(None), T.execution_lease_expires_at <= now),
+        or_(
+            T.execution_token_hash.is_(None),
+            T.execution_lease_expires_at <= now,
+            T.execution_operation_id == operation_id,
+        ),
         T.current_revision == revision,
         T.digest == digest,
         T.approved_revision == revision,

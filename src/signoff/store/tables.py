@@ -265,7 +265,11 @@ outbox_events = Table(
     Column("task_version", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("fanned_out_at", UtcDateTime),
+    #: PostgreSQL: the writing transaction's id (a column default), the catch-up read's
+    #: order (store/catchup.py); SQLite orders by rowid and leaves it empty.
+    Column("commit_xid", BigInteger),
     Index("ix_outbox_events_task_id", "task_id", "created_at"),
+    Index("ix_outbox_events_commit_xid", "commit_xid"),
     # The dispatcher's fan-out scans only events not yet turned into deliveries.
     Index(
         "ix_outbox_events_pending_fan_out",

@@ -1,0 +1,84 @@
+"""The catch-up read: a producer reads the events of its own tasks since a cursor, the
+same documents its webhook endpoints receive, to reconcile after time away."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from signoff.domain.states import Role
+from signoff.domain.tasks import Principal, require_role
+from signoff.errors import FieldError, validation_error
+from signoff.services.context import ServiceContext
+from signoff.store import catchup as store
+
+PRODUCERS = frozenset({Role.PRODUCER})
+MAX_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[dict[str, Any]]
+    #: Where the next read starts: after the last event here (the request's cursor when
+    #: nothing was new). Keep it with what the events changed.
+    cursor: str | None
+    #: The page was full: read again at once with ``cursor``.
+    more: bool
+
+
+def encode_cursor(position: store.Position) -> str:
+    parts: list[Any] = [position.order]
+    if position.created_at is not None:
+        parts += [position.created_at.isoformat(), str(position.event_id)]
+    raw = json.dumps(parts, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> store.Position:
+    """Raises ``ERR_VALIDATION`` naming ``cursor`` for anything this service did not make."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        parts = json.loads(raw)
+        order = parts[0]
+        if type(order) is not int or not 0 <= order < 2**63 or len(parts) not in (1, 3):
+            raise ValueError(cursor)
+        if len(parts) == 1:
+            return store.Position(order)
+        created_at = datetime.fromisoformat(parts[1])
+        if created_at.tzinfo is None:
+            raise ValueError(cursor)
+        return store.Position(order, created_at, uuid.UUID(parts[2]))
+    except (ValueError, TypeError, IndexError, binascii.Error, UnicodeDecodeError):
+        raise _foreign() from None
+
+
+def _foreign() -> Exception:
+    return validation_error([FieldError("cursor", "is not a cursor this service gave")])
+
+
+async def events_since(
+    ctx: ServiceContext, principal: Principal, *, cursor: str | None, limit: int
+) -> EventPage:
+    """The events of the caller's own tasks after ``cursor`` (``None``: from the first),
+    oldest first, at most ``limit``.
+
+    Raises:
+        Forbidden: the caller is not a producer.
+        Unprocessable: ``ERR_VALIDATION`` for a cursor this service did not give.
+    """
+    require_role(principal, PRODUCERS, "read their tasks' events")
+    after = decode_cursor(cursor) if cursor else None
+    async with ctx.database.transaction(write=False) as uow:
+        try:
+            rows = await store.events_after(
+                uow.connection, producer_id=principal.principal_id, after=after, limit=limit
+            )
+        except store.ForeignCursor:
+            raise _foreign() from None
+    last = encode_cursor(rows[-1][0]) if rows else cursor
+    return EventPage(events=[payload for _, payload in rows], cursor=last, more=len(rows) == limit)
