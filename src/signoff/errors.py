@@ -82,7 +82,8 @@ class ErrorCode(StrEnum):
     NOT_IN_GROUP = (
         "ERR_NOT_IN_GROUP",
         403,
-        "The task is assigned to a group the caller is not in.",
+        "A resume link's approver is no longer in the task's group (elsewhere such a task "
+        "is not found).",
     )
     CSRF = "ERR_CSRF", 403, "The form or console token does not match; reload the page."
     USER_DISABLED = "ERR_USER_DISABLED", 403, "The console account is disabled."

@@ -47,7 +47,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /tasks/{task_id}/claim": (
         ErrorCode.FORBIDDEN,
         ErrorCode.OPERATOR_MISMATCH,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.STATE_CONFLICT,
         ErrorCode.TASK_EXPIRED,
@@ -57,7 +56,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /tasks/{task_id}/lease/renew": (
         ErrorCode.LEASE_TOKEN_REQUIRED,
         ErrorCode.FORBIDDEN,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
@@ -67,7 +65,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /tasks/{task_id}/release": (
         ErrorCode.LEASE_TOKEN_REQUIRED,
         ErrorCode.FORBIDDEN,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
@@ -79,7 +76,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.FORBIDDEN,
         ErrorCode.OPERATOR_MISMATCH,
         ErrorCode.SELF_APPROVAL,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
@@ -176,6 +172,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /r/{token}": (
         ErrorCode.CSRF,
         ErrorCode.FORBIDDEN,
+        ErrorCode.NOT_IN_GROUP,
         ErrorCode.SELF_APPROVAL,
         ErrorCode.LINK_NOT_FOUND,
         ErrorCode.STATE_CONFLICT,

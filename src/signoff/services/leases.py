@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from signoff.domain.states import Action, Role, Transition, transition
+from signoff.domain.states import Action, Transition, transition
 from signoff.domain.tasks import (
     Principal,
     Task,
@@ -19,6 +19,7 @@ from signoff.domain.tasks import (
     refusal_for,
     require_operator,
     require_role,
+    visibility,
 )
 from signoff.errors import claim_limit
 from signoff.services.common import note_transition, parse_task_id
@@ -34,11 +35,6 @@ class LeaseGrant:
     lease_token: str
 
 
-def _groups_of(principal: Principal) -> tuple[str, ...] | None:
-    """Reviewers are limited to their groups' tasks (and unassigned ones); supervisors not."""
-    return principal.groups if principal.role is Role.REVIEWER else None
-
-
 def lease_for(ctx: ServiceContext, principal: Principal, now: datetime, token_hash: str) -> Lease:
     """The lease ``principal`` acts under at ``now``; a lease taken or renewed now lasts
     ``SIGNOFF_LEASE_SECONDS``."""
@@ -47,7 +43,7 @@ def lease_for(ctx: ServiceContext, principal: Principal, now: datetime, token_ha
         token_hash=token_hash,
         now=now,
         expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
-        groups=_groups_of(principal),
+        groups=visibility(principal).groups,  # a claim takes only a task one may read
     )
 
 
