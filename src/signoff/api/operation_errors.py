@@ -61,6 +61,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.STATE_CONFLICT,
         ErrorCode.TASK_EXPIRED,
         ErrorCode.TASK_CANCELLED,
+        ErrorCode.CLAIM_LIMIT,
     ),
     "POST /tasks/{task_id}/release": (
         ErrorCode.LEASE_TOKEN_REQUIRED,

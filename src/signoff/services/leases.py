@@ -117,10 +117,13 @@ async def renew(
     ctx: ServiceContext, principal: Principal, raw_task_id: str, lease_token: str
 ) -> Task:
     """Extend the caller's lease by ``SIGNOFF_LEASE_SECONDS`` from now. A lapsed lease may
-    be renewed while nobody else has claimed the task (the token is still current).
+    be renewed while nobody else has claimed the task (the token is still current); that
+    takes a lease up again, so it counts against the claim limit as a claim does.
 
     Raises:
-        Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease.
+        Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease;
+            ``ERR_CLAIM_LIMIT`` when the lease lapsed and the caller already holds
+            ``SIGNOFF_MAX_LEASES_PER_PRINCIPAL`` other live leases.
     """
     return await _change_held_lease(ctx, principal, raw_task_id, lease_token, Action.RENEW)
 
@@ -149,8 +152,14 @@ async def _change_held_lease(
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     lease = lease_for(ctx, principal, now, token_hash)
     writes = ctx.database.writes
-    change = writes.renew if action is Action.RENEW else writes.release
-    outcome = await change(lease, task_id)
+    limit = ctx.settings.max_leases_per_principal
+    outcome: Task | OverLimit | Refusal
+    if action is Action.RENEW:
+        outcome = await writes.renew(lease, task_id, limit=limit)
+    else:
+        outcome = await writes.release(lease, task_id)
+    if isinstance(outcome, OverLimit):
+        raise claim_limit(limit, outcome.live_leases)
     if isinstance(outcome, Refusal):
         raise _refusal(step, outcome, task_id, principal, token_hash, now)
     note_transition(step, outcome, principal)
