@@ -252,7 +252,8 @@ async def get_task(
     reviewers ``last_viewed_revision``, the revision they had seen before.
 
     With ``wait``: a long-poll that holds no database connection while it waits; the
-    answer is always 200 with the task, changed or not (compare ``version``)."""
+    answer is 200 with the task, changed or not (compare ``version``), or 401 when the
+    key was revoked while it waited."""
     if wait is None:
         if after_version is not None:
             raise validation_error([FieldError("after_version", "needs wait")])
