@@ -256,9 +256,16 @@ async def list_revisions(
 
 
 async def get_revision(
-    ctx: ServiceContext, principal: Principal, raw_task_id: str, revision: int
+    ctx: ServiceContext,
+    principal: Principal,
+    raw_task_id: str,
+    revision: int,
+    *,
+    as_viewed: bool = True,
 ) -> dict[str, Any]:
-    """One revision; reading it counts as having viewed it (for "changed since you looked")."""
+    """One revision. ``as_viewed``: reading it counts as having viewed it (for "changed
+    since you looked"); the console's page reads without it and records a view only
+    through :func:`record_viewed`."""
     task = await get_task(ctx, principal, raw_task_id)
     async with ctx.database.transaction() as uow:
         row = await store.find_revision(uow.connection, task.id, revision)
@@ -267,7 +274,7 @@ async def get_revision(
                 f"task {task.id} has no revision {revision}",
                 error_code=ErrorCode.REVISION_NOT_FOUND,
             )
-        if principal.role is not Role.PRODUCER:
+        if as_viewed and principal.role is not Role.PRODUCER:
             await store.record_view(
                 uow.connection,
                 task_id=task.id,
@@ -304,6 +311,28 @@ async def diff(
             old["subject"], new["subject"], old["source_revisions"], new["source_revisions"]
         ),
     }
+
+
+async def last_viewed(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:
+    """The revision the caller last viewed (``None``: never), recording nothing."""
+    if principal.role is Role.PRODUCER or not task.has_subject:
+        return None
+    async with ctx.database.transaction(write=False) as uow:
+        return await store.last_viewed_revision(
+            uow.connection, task_id=task.id, principal_id=principal.principal_id
+        )
+
+
+async def record_viewed(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, revision: int
+) -> None:
+    """Record that the caller looked at ``revision`` of a task they may read (the
+    console's page says so once the reviewer acts on it).
+
+    Raises:
+        NotFound: ``ERR_TASK_NOT_FOUND``, ``ERR_REVISION_NOT_FOUND``.
+    """
+    await get_revision(ctx, principal, raw_task_id, revision)
 
 
 async def note_view(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:
