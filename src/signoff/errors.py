@@ -172,6 +172,11 @@ class ErrorCode(StrEnum):
         409,
         "The execution gate refused (with `reason`).",
     )
+    REVISION_LIMIT = (
+        "ERR_REVISION_LIMIT",
+        409,
+        "The task has as many subject revisions as allowed (with `limit`): escalate anew.",
+    )
     TASK_EXPIRED = "ERR_TASK_EXPIRED", 409, "The task expired."
     TASK_CANCELLED = "ERR_TASK_CANCELLED", 409, "The task was cancelled."
     POLICY_EXISTS = "ERR_POLICY_EXISTS", 409, "An escalation policy of that name exists."

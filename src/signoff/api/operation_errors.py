@@ -97,6 +97,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.TASK_CONFLICT,
         ErrorCode.REVISION_CONFLICT,
         ErrorCode.PRECONDITION_REQUIRED,
+        ErrorCode.REVISION_LIMIT,
     ),
     "GET /tasks/{task_id}/revisions": (ErrorCode.TASK_NOT_FOUND,),
     "GET /tasks/{task_id}/revisions/{revision}": (

@@ -73,7 +73,8 @@ async def revise_subject(
     Raises:
         PreconditionRequired, PreconditionFailed: ``If-Match`` missing or stale (428/412).
         Conflict: ``ERR_TASK_CONFLICT`` when reopening meets another active task for the
-            entity; ``ERR_STATE_CONFLICT`` as above.
+            entity; ``ERR_STATE_CONFLICT`` as above; ``ERR_REVISION_LIMIT`` when the task
+            has ``SIGNOFF_MAX_REVISIONS_PER_TASK`` revisions.
     """
     expected = parse_if_match(if_match)
     if not isinstance(body, dict):
@@ -93,6 +94,14 @@ async def revise_subject(
             f"revision {expected} is not current (current: {task.current_revision}); "
             + PRECONDITION_FAILED_HINT,
             extra={"current_revision": task.current_revision},
+        )
+    limit = ctx.settings.max_revisions_per_task
+    if expected >= limit:  # revisions are numbered from 1 and never deleted
+        raise Conflict(
+            f"task {task.id} has {expected} revisions, the most a task may have "
+            f"(SIGNOFF_MAX_REVISIONS_PER_TASK is {limit}): escalate a new task",
+            error_code=ErrorCode.REVISION_LIMIT,
+            extra={"limit": limit},
         )
     now = ctx.now()
     digest = json_digest(proposal.subject)
