@@ -25,6 +25,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from signoff.private_files import create_private, sqlite_path
 from signoff.settings import Settings, async_database_url
 from signoff.store.runtime.announce import Announcer
 from signoff.store.runtime.changes import TaskChanges
@@ -62,6 +63,9 @@ def create_engine(settings: Settings) -> AsyncEngine:
 
 
 def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
+    path = sqlite_path(url)
+    if path is not None:
+        create_private(path)  # before SQLite creates it readable by everyone
     engine = create_async_engine(
         url, connect_args={"timeout": busy_timeout_ms / 1000}, pool_size=8, max_overflow=24
     )
