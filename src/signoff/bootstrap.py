@@ -3,8 +3,9 @@ get in."""
 
 from __future__ import annotations
 
-from signoff.crypto import load_keyring
+from signoff.crypto import key_file_path, load_keyring
 from signoff.domain.clock import Clock, SystemClock
+from signoff.private_files import refuse_exposed, refuse_exposed_sqlite, sqlite_path
 from signoff.services.context import ServiceContext
 from signoff.services.keys import ensure_admin_key
 from signoff.services.secrets import reencrypt_with_newest_key
@@ -19,7 +20,16 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
     exists.
 
     Returns a newly generated admin key secret to show once, or ``None``.
+
+    Raises:
+        ExposedFile: the SQLite database (or its ``-wal``/``-shm``) or the key file is
+            open to other users of the machine.
     """
+    database_file = sqlite_path(settings.database_url)
+    if database_file is not None:
+        refuse_exposed_sqlite(database_file)
+    if not settings.encryption_keys:
+        refuse_exposed(key_file_path(settings), "the encryption key file")
     database = open_database(settings)
     try:
         # The key is loaded (on first start: created) only once the database answered, and

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import structlog
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from sqlalchemy.engine import make_url
 
-from signoff.settings import Settings, async_database_url
+from signoff.private_files import refuse_exposed, sqlite_path
+from signoff.settings import Settings
 
 log = structlog.get_logger("signoff.crypto")
 
@@ -90,9 +90,9 @@ def key_file_path(settings: Settings) -> Path:
     ``signoff.key`` in the working directory."""
     if settings.key_file:
         return Path(settings.key_file)
-    url = make_url(async_database_url(settings.database_url))
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        return Path(url.database).with_suffix(".key")
+    database = sqlite_path(settings.database_url)
+    if database is not None:
+        return database.with_suffix(".key")
     return Path.cwd() / "signoff.key"
 
 
@@ -145,6 +145,7 @@ def load_keyring(settings: Settings, *, create: bool = True) -> Keyring:
         _create_key_file(path)
     if not path.exists():
         raise KeyringError(f"no encryption key: set SIGNOFF_ENCRYPTION_KEYS or create {path}")
+    refuse_exposed(path, "the encryption key file")
     return Keyring(_split(path.read_text("ascii")))
 
 

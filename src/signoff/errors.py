@@ -82,7 +82,8 @@ class ErrorCode(StrEnum):
     NOT_IN_GROUP = (
         "ERR_NOT_IN_GROUP",
         403,
-        "The task is assigned to a group the caller is not in.",
+        "A resume link's approver is no longer in the task's group (elsewhere such a task "
+        "is not found).",
     )
     CSRF = "ERR_CSRF", 403, "The form or console token does not match; reload the page."
     USER_DISABLED = "ERR_USER_DISABLED", 403, "The console account is disabled."
@@ -171,6 +172,11 @@ class ErrorCode(StrEnum):
         "ERR_APPROVAL_NOT_VALID",
         409,
         "The execution gate refused (with `reason`).",
+    )
+    REVISION_LIMIT = (
+        "ERR_REVISION_LIMIT",
+        409,
+        "The task has as many subject revisions as allowed (with `limit`): escalate anew.",
     )
     TASK_EXPIRED = "ERR_TASK_EXPIRED", 409, "The task expired."
     TASK_CANCELLED = "ERR_TASK_CANCELLED", 409, "The task was cancelled."

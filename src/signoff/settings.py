@@ -118,6 +118,9 @@ class Settings(BaseSettings):
     max_leases_per_principal: int = Field(default=10, ge=1)
     """Live (unlapsed) leases one principal may hold at once; a claim beyond it is refused
     with 409 ``ERR_CLAIM_LIMIT``."""
+    max_revisions_per_task: int = Field(default=100, ge=1)
+    """Subject revisions one task may have (the first included); a revision beyond it is
+    refused with 409 ``ERR_REVISION_LIMIT``."""
     escalation_group_size: int = Field(default=32, ge=1, le=32)
     """PostgreSQL: the most escalations committed together. Escalations that arrive while
     others are being written are written in one transaction, each in its own

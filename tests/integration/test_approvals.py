@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from signoff.domain.digests import json_digest
-from tests.support import Client, LiveServer, escalation
+from tests.support import Client, LiveServer, escalation, live_server
 
 SUBJECT: dict[str, Any] = {
     "title": "Quarterly results",
@@ -511,3 +512,20 @@ def test_nul_in_action_and_source_ids_is_refused_not_crashed(producer, editor) -
     # The request boundary's text guard (signoff.domain.text_guard): 422, never a 500.
     assert report(producer, task["id"], "a%00b", token, operation_id="x").status_code == 422
     assert producer.post(f"/tasks/{task['id']}/sources/S%00/revoke").status_code == 422
+
+
+def test_a_task_has_at_most_the_revision_limit(make_settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with live_server(make_settings(max_revisions_per_task=3), clock) as server:
+        producer = server.new_client("producer", "agent-7")
+        task = new_subject_task(producer)
+        for revision in (1, 2):
+            changed = revise(producer, task["id"], revision, SUBJECT | {"title": f"v{revision}"})
+            assert changed.status_code == 200, changed.text
+        refused = revise(producer, task["id"], 3, SUBJECT | {"title": "one too many"})
+        assert refused.status_code == 409
+        problem = refused.json()
+        assert (problem["error_code"], problem["limit"]) == ("ERR_REVISION_LIMIT", 3)
+        # Nothing written: no fourth revision, the task unchanged.
+        assert server.count("subject_revisions", task_id=uuid.UUID(task["id"])) == 3
+        shown = producer.get(f"/tasks/{task['id']}").json()
+        assert (shown["current_revision"], shown["version"]) == (3, task["version"] + 2)

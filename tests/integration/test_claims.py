@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from datetime import UTC
 from typing import Any
 
 import httpx
@@ -153,3 +154,69 @@ def test_request_latency_is_measured_per_route(server: LiveServer) -> None:
         line = f'signoff_http_request_duration_seconds_count{{method="POST",route="{route}"}}'
         assert line in metrics
     assert task_id not in metrics  # ids never become labels
+
+
+def test_renewing_lapsed_leases_counts_against_the_limit_as_claiming_does(
+    make_settings, clock
+) -> None:
+    limit = 10
+    with live_server(make_settings(max_leases_per_principal=limit), clock) as server:
+        tasks = [_new_task(server) for _ in range(2 * limit)]
+        with server.new_client("reviewer", "hoarder") as hoarder:
+            tokens = {}
+            for batch in (tasks[:limit], tasks[limit:]):
+                for task_id in batch:
+                    grant = hoarder.claim(task_id)
+                    assert grant.status_code == 200, grant.text
+                    tokens[task_id] = grant.json()["lease_token"]
+                clock.advance(server.settings.lease_seconds)  # this batch lapses
+            answers = [hoarder.renew(t, tokens[t]) for t in tasks]
+            assert [a.status_code for a in answers] == [200] * limit + [409] * limit
+            refused = answers[-1].json()
+            assert (refused["error_code"], refused["limit"]) == ("ERR_CLAIM_LIMIT", limit)
+            # A live lease renews whatever the count; a refused one is still the holder's
+            # to renew once a lease is given back.
+            assert hoarder.renew(tasks[0], tokens[tasks[0]]).status_code == 200
+            assert hoarder.release(tasks[1], tokens[tasks[1]]).status_code == 200
+            assert hoarder.renew(tasks[-1], tokens[tasks[-1]]).status_code == 200
+        live = server.rows("review_tasks", status="CLAIMED", claimed_by="hoarder")
+        now = clock.now()
+        assert sum(1 for row in live if _aware(row["lease_expires_at"]) > now) == limit
+
+
+def _aware(moment: Any) -> Any:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def test_concurrent_renewals_of_lapsed_leases_never_exceed_the_limit(make_settings, clock) -> None:
+    limit = 3
+    with live_server(make_settings(max_leases_per_principal=limit), clock) as server:
+        tasks = [_new_task(server) for _ in range(12)]
+        with server.new_client("reviewer", "hoarder") as hoarder:
+            tokens = {}
+            for start in range(0, 12, limit):
+                for task_id in tasks[start : start + limit]:
+                    tokens[task_id] = hoarder.claim(task_id).json()["lease_token"]
+                clock.advance(server.settings.lease_seconds)
+
+            async def renew_all() -> list[httpx.Response]:
+                async with httpx.AsyncClient(
+                    base_url=server.base_url,
+                    headers={"Authorization": f"Bearer {hoarder.key}"},
+                    limits=httpx.Limits(max_connections=12),
+                    timeout=60,
+                ) as client:
+                    return await asyncio.gather(
+                        *(
+                            client.post(
+                                f"/tasks/{t}/lease/renew", headers={"X-Lease-Token": tokens[t]}
+                            )
+                            for t in tasks
+                        )
+                    )
+
+            responses = asyncio.run(renew_all())
+        assert Counter(r.status_code for r in responses) == {200: limit, 409: 12 - limit}
+        assert {r.json()["error_code"] for r in responses if r.status_code == 409} == {
+            "ERR_CLAIM_LIMIT"
+        }

@@ -14,7 +14,7 @@ import pytest
 from signoff.domain.clock import ManualClock
 from tests.integration.test_webhooks import dispatch, register
 from tests.receiver import Receiver
-from tests.support import Client, LiveServer, escalation, live_server
+from tests.support import ADMIN_KEY, Client, LiveServer, escalation, live_server
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -278,7 +278,6 @@ def test_postgresql_wakes_a_waiter_for_a_change_made_by_another_process(
     from signoff.settings import Settings
     from signoff.store.runtime.database import Database, create_engine
     from tests.conftest import reset_postgres
-    from tests.support import ADMIN_KEY
 
     reset_postgres(postgres_database)
     settings = Settings(database_url=postgres_database, bootstrap_admin_key=ADMIN_KEY)
@@ -311,3 +310,35 @@ def test_postgresql_wakes_a_waiter_for_a_change_made_by_another_process(
 
         response = asyncio.run(scenario())
     assert (response.status_code, response.json()["version"]) == (200, 2)
+
+
+@pytest.mark.parametrize("wake", ["change", "timeout"])
+def test_a_long_poll_parked_before_its_key_was_revoked_answers_401(
+    server: LiveServer, wake: str
+) -> None:
+    producer = server.new_client("producer", "bot")
+    task = new_task(producer)
+    with server.admin() as admin:
+        created = admin.post("/api-keys", json={"role": "reviewer", "principal_id": "alice"})
+    alice_key, alice_key_id = created.json()["key"], created.json()["id"]
+    bob = server.new_client("reviewer", "bob")
+    seconds = 60 if wake == "change" else 5
+
+    async def scenario() -> httpx.Response:
+        async with httpx.AsyncClient(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {alice_key}"}, timeout=90
+        ) as alice:
+            poll = asyncio.create_task(alice.get(f"/tasks/{task['id']}", params={"wait": seconds}))
+            await until(lambda: waiting(server) == 1)
+            async with httpx.AsyncClient(
+                base_url=server.base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+            ) as admin:
+                revoked = await admin.delete(f"/api-keys/{alice_key_id}")
+                assert revoked.status_code == 204
+            if wake == "change":
+                await asyncio.to_thread(bob.claim, task["id"])
+            return await poll
+
+    answer = asyncio.run(scenario())
+    assert (answer.status_code, answer.json()["error_code"]) == (401, "ERR_UNAUTHENTICATED")
+    assert "claimed_by" not in answer.text

@@ -151,3 +151,29 @@ def _csrf_any(html: str) -> str:
     match = re.search(r'name="csrf" value="([^"]+)"', html)
     assert match, html
     return match.group(1)
+
+
+def test_the_link_page_allows_only_its_own_style_and_no_framing(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    producer.escalate(escalation(assigned_group="reviewers", policy="three-steps"))
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    nonces = []
+    for _ in range(2):
+        page = httpx.get(local(waiting, link))
+        policy = page.headers["content-security-policy"]
+        assert "unsafe-inline" not in policy
+        assert "frame-ancestors 'none'" in policy
+        assert (page.headers["x-frame-options"], page.headers["x-content-type-options"]) == (
+            "DENY",
+            "nosniff",
+        )
+        nonce = re.search(r"style-src 'nonce-([^']+)'", policy)
+        assert nonce is not None, policy
+        assert f'<style nonce="{nonce.group(1)}">' in page.text
+        nonces.append(nonce.group(1))
+    assert nonces[0] != nonces[1]  # a fresh one per page

@@ -74,9 +74,9 @@ def test_a_supervisor_reassigns_a_task_to_a_group(server: LiveServer) -> None:
     assert moved.status_code == 200, moved.text
     assert (moved.json()["assigned_group"], moved.json()["status"]) == ("aml", "PENDING_REVIEW")
     # The lease ended with the hand-over (and the task is now another group's).
-    assert alice.renew(task_id, token).json()["error_code"] == "ERR_NOT_IN_GROUP"
-    # alice's key has no groups: a task assigned to "aml" is not hers to claim.
-    assert alice.claim(task_id).json()["error_code"] == "ERR_NOT_IN_GROUP"
+    assert alice.renew(task_id, token).json()["error_code"] == "ERR_TASK_NOT_FOUND"
+    # alice's key has no groups: a task assigned to "aml" is not hers to see or claim.
+    assert alice.claim(task_id).json()["error_code"] == "ERR_TASK_NOT_FOUND"
     assert alice.post(f"/tasks/{task_id}/reassign", json={"group": "x"}).status_code == 403
     assert sue.post(f"/tasks/{task_id}/reassign", json={"group": ""}).status_code == 422
     assert server.count("outbox_events", event_type="task.reassigned") == 1

@@ -185,9 +185,11 @@ def test_a_task_walks_remind_reassign_expire(waiting: LiveServer, mailbox: Mailb
     # Level 2: reassigned to the supervisors; out of the reviewers' reach, in sam's claim-next.
     server.clock.advance(60)
     assert sweep(server) == 1
-    assert alice.get(f"/tasks/{task['id']}").json()["assigned_group"] == "supervisors"
+    assert sam.get(f"/tasks/{task['id']}").json()["assigned_group"] == "supervisors"
+    # Out of alice's groups: to her the task is not there any more.
+    assert alice.get(f"/tasks/{task['id']}").json()["error_code"] == "ERR_TASK_NOT_FOUND"
     assert alice.post("/tasks/claim-next").status_code == 204
-    assert alice.claim(task["id"]).json()["error_code"] == "ERR_NOT_IN_GROUP"
+    assert alice.claim(task["id"]).json()["error_code"] == "ERR_TASK_NOT_FOUND"
     assert httpx.get(local(server, alice_link)).status_code == 410  # reassignment revoked it
     grant = sam.post("/tasks/claim-next").json()
     assert grant["id"] == task["id"]
@@ -204,7 +206,7 @@ def test_a_task_walks_remind_reassign_expire(waiting: LiveServer, mailbox: Mailb
     kinds = [json.loads(r.body)["type"] for r in hook.received]
     assert kinds == ["task.escalated", "task.escalated", "task.expired"]
     hook.__exit__(None, None, None)
-    expired = alice.get(f"/tasks/{task['id']}").json()
+    expired = sam.get(f"/tasks/{task['id']}").json()
     assert (expired["status"], expired["deadline_at"]) == ("EXPIRED", None)
     late = sam.claim(task["id"])
     assert (late.status_code, late.json()["error_code"]) == (409, "ERR_TASK_EXPIRED")
@@ -221,7 +223,8 @@ def test_a_task_walks_remind_reassign_expire(waiting: LiveServer, mailbox: Mailb
 
 def test_a_resolve_after_expiry_is_refused_and_changes_nothing(waiting: LiveServer) -> None:
     producer = waiting.new_client("producer", "bot")
-    alice = person(waiting, "reviewer", "alice", ["reviewers"])
+    # In both groups the policy hands the task to, so it stays hers to read.
+    alice = person(waiting, "reviewer", "alice", ["reviewers", "supervisors"])
     task = waiting_task(waiting, producer)
     token = alice.claim(task["id"]).json()["lease_token"]
     waiting.clock.advance(180)
@@ -544,9 +547,9 @@ def test_a_reassignment_ends_a_lease_held_in_the_old_group(waiting: LiveServer) 
     waiting.clock.advance(120)
     while sweep(waiting):
         pass
-    renewed = alice.renew(task["id"], token)
-    assert (renewed.status_code, renewed.json()["error_code"]) == (403, "ERR_NOT_IN_GROUP")
-    shown = alice.get(f"/tasks/{task['id']}").json()
+    renewed = alice.renew(task["id"], token)  # now another group's: not hers to see
+    assert (renewed.status_code, renewed.json()["error_code"]) == (404, "ERR_TASK_NOT_FOUND")
+    shown = producer.get(f"/tasks/{task['id']}").json()
     assert (shown["status"], shown["assigned_group"]) == ("PENDING_REVIEW", "supervisors")
 
 

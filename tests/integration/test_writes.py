@@ -130,7 +130,7 @@ def test_refused_lease_changes_come_back_with_the_task_as_read(
         assert isinstance(taken, Refusal)
         assert taken.current is not None
         assert taken.current.claimed_by == "alice"
-        lost = await writes.renew(_lease(context, ALICE, "c" * 64), task.id)
+        lost = await writes.renew(_lease(context, ALICE, "c" * 64), task.id, limit=10)
         assert isinstance(lost, Refusal)
         assert lost.current == claimed
         other = await _escalated(context)

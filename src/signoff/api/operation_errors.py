@@ -48,7 +48,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /tasks/{task_id}/claim": (
         ErrorCode.FORBIDDEN,
         ErrorCode.OPERATOR_MISMATCH,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.STATE_CONFLICT,
         ErrorCode.TASK_EXPIRED,
@@ -58,17 +57,16 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /tasks/{task_id}/lease/renew": (
         ErrorCode.LEASE_TOKEN_REQUIRED,
         ErrorCode.FORBIDDEN,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
         ErrorCode.TASK_EXPIRED,
         ErrorCode.TASK_CANCELLED,
+        ErrorCode.CLAIM_LIMIT,
     ),
     "POST /tasks/{task_id}/release": (
         ErrorCode.LEASE_TOKEN_REQUIRED,
         ErrorCode.FORBIDDEN,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
@@ -80,7 +78,6 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.FORBIDDEN,
         ErrorCode.OPERATOR_MISMATCH,
         ErrorCode.SELF_APPROVAL,
-        ErrorCode.NOT_IN_GROUP,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.LEASE_LOST,
         ErrorCode.STATE_CONFLICT,
@@ -102,6 +99,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.TASK_CONFLICT,
         ErrorCode.REVISION_CONFLICT,
         ErrorCode.PRECONDITION_REQUIRED,
+        ErrorCode.REVISION_LIMIT,
     ),
     "GET /tasks/{task_id}/revisions": (ErrorCode.TASK_NOT_FOUND,),
     "GET /tasks/{task_id}/revisions/{revision}": (
@@ -178,6 +176,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /r/{token}": (
         ErrorCode.CSRF,
         ErrorCode.FORBIDDEN,
+        ErrorCode.NOT_IN_GROUP,
         ErrorCode.SELF_APPROVAL,
         ErrorCode.LINK_NOT_FOUND,
         ErrorCode.STATE_CONFLICT,

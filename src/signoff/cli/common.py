@@ -20,6 +20,7 @@ from signoff.crypto import KeyringError
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal
 from signoff.logs import configure_logging
+from signoff.private_files import ExposedFile
 from signoff.settings import Settings
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> 
             )
     try:
         return asyncio.run(coroutine)
-    except KeyringError as exc:  # the encryption key of stored secrets (signoff.crypto)
+    except (KeyringError, ExposedFile) as exc:  # the key of stored secrets, private files
         raise UserError(str(exc)) from None
     except Exception as exc:
         message = describe_database_error(exc, settings)

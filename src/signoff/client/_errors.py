@@ -343,6 +343,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_USER_NOT_FOUND",
         "ERR_METHOD_NOT_ALLOWED",
         "ERR_CLAIM_LIMIT",
+        "ERR_REVISION_LIMIT",
         "ERR_POLICY_EXISTS",
         "ERR_USER_EXISTS",
         "ERR_EMAIL_IN_USE",

@@ -97,11 +97,13 @@ async def _task_values(
     revision = diff = None
     previous = None
     if task.has_subject:
-        previous = await approval_service.note_view(context, principal, task)
+        # Read only: a GET records nothing (another site can open this page); the page's
+        # script records the view once the reviewer acts on it (POST …/viewed).
+        previous = await approval_service.last_viewed(context, principal, task)
         if seen is not None and (previous is None or seen < previous):
             previous = seen
         revision = await approval_service.get_revision(
-            context, principal, task_id, int(task.current_revision or 0)
+            context, principal, task_id, int(task.current_revision or 0), as_viewed=False
         )
         if previous is not None and previous != task.current_revision:
             diff = await approval_service.diff(
@@ -305,6 +307,22 @@ async def _refusal_notice(
             error,
         )
     return Notice(error.message, "error", error)
+
+
+@router.post("/tasks/{task_id}/viewed")
+async def task_viewed(task_id: str, request: Request, principal: CsrfChecked) -> Response:
+    """The reviewer looked at ``revision`` (a form field): "changed since you last looked"
+    starts from it next time. Sent by the page's script, same-origin with the CSRF token,
+    after the reviewer's first click or key press on the page."""
+    form = await read_form(request)
+    raw = str(form.get("revision") or "")
+    if not raw.isdigit() or len(raw) > 9:
+        return Response(status_code=422)
+    try:
+        await approval_service.record_viewed(service_context(request), principal, task_id, int(raw))
+    except NotFound:
+        return Response(status_code=404)
+    return Response(status_code=204)
 
 
 @router.post("/tasks/{task_id}/{action}")

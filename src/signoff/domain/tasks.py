@@ -195,23 +195,41 @@ def _summary_view(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**summary, "label": SUMMARY_LABEL}
 
 
-def can_read(principal: Principal, task: Task) -> bool:
-    """Producers read the tasks they escalated; reviewers, supervisors and admins read all.
+@dataclass(frozen=True)
+class Visibility:
+    """Which tasks a principal may read: the one rule every read path applies (one
+    task, lists, the audit trail, long-polls, revisions, the console's pages and inbox).
 
-    (Reviewers need the whole queue to choose work; group-scoped queues narrow this.)
+    ``producer_id``: only the tasks this producer escalated; ``groups``: only unassigned
+    tasks and these groups' tasks. The store builds the same rule as SQL
+    (:func:`signoff.store.tasks.visible`) for lists; a test holds the two equal.
     """
+
+    producer_id: str | None = None
+    groups: tuple[str, ...] | None = None
+
+    def admits(self, task: Task) -> bool:
+        if self.producer_id is not None and task.producer_id != self.producer_id:
+            return False
+        return (
+            self.groups is None or task.assigned_group is None or task.assigned_group in self.groups
+        )
+
+
+def visibility(principal: Principal) -> Visibility:
+    """Producers read the tasks they escalated; reviewers the unassigned tasks and their
+    groups' tasks; supervisors and admins every task."""
     if principal.role is Role.PRODUCER:
-        return task.producer_id == principal.principal_id
-    return True
+        return Visibility(producer_id=principal.principal_id)
+    if principal.role is Role.REVIEWER:
+        return Visibility(groups=principal.groups)
+    return Visibility()
 
 
-def in_assigned_group(principal: Principal, task: Task) -> bool:
-    """Reviewers work on unassigned tasks and their groups' tasks; supervisors on all."""
-    return (
-        principal.role is not Role.REVIEWER
-        or task.assigned_group is None
-        or task.assigned_group in principal.groups
-    )
+def can_read(principal: Principal, task: Task) -> bool:
+    """Whether ``principal`` may read ``task`` (:func:`visibility`). Any other task is
+    answered as not found, so its existence does not leak."""
+    return visibility(principal).admits(task)
 
 
 def require_role(principal: Principal, allowed: frozenset[Role], what: str) -> None:
@@ -259,7 +277,7 @@ def refusal_for(
     Called only *after* the atomic update failed, with the task as it is now, so the
     answer never decides anything: it only names the precise ``error_code``.
     """
-    if task is None:
+    if task is None or not can_read(principal, task):
         return task_not_found(task_id)
     if task.status is TaskStatus.EXPIRED:
         return Conflict(
@@ -269,11 +287,6 @@ def refusal_for(
     if task.status is TaskStatus.CANCELLED:
         return Conflict(
             f"task {task.id} was cancelled by its producer", error_code=ErrorCode.TASK_CANCELLED
-        )
-    if not in_assigned_group(principal, task):
-        return Forbidden(
-            f"task {task.id} is assigned to group {task.assigned_group!r}, which you are not in",
-            error_code=ErrorCode.NOT_IN_GROUP,
         )
     if transition.lease in (LeaseRule.CLAIMABLE, LeaseRule.CLAIMABLE_OR_OWN):
         holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None

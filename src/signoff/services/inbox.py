@@ -1,7 +1,8 @@
 """The console's inbox: which tasks each view lists for a reviewer or supervisor.
 
-Read-only use cases. Group rules are the claim's: reviewers see unassigned tasks and their
-groups' tasks in what they may claim; supervisors and admins see every group.
+Read-only use cases. Every view lists only what the reader may read
+(:func:`signoff.domain.tasks.visibility`): reviewers see unassigned tasks and their
+groups' tasks; supervisors and admins see every group.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from signoff.domain.states import Role
-from signoff.domain.tasks import Principal, Task, require_role
+from signoff.domain.tasks import Principal, Task, require_role, visibility
 from signoff.errors import FieldError, validation_error
 from signoff.services.context import ServiceContext
 from signoff.store import inbox as store
@@ -54,10 +55,6 @@ def views_for(principal: Principal) -> list[View]:
     return views
 
 
-def _groups(principal: Principal) -> tuple[str, ...] | None:
-    return principal.groups if principal.role is Role.REVIEWER else None
-
-
 def _check_filters(filters: InboxFilters) -> None:
     values = {
         "entity_type": filters.entity_type,
@@ -82,32 +79,37 @@ async def list_view(
     if view not in views_for(principal):
         require_role(principal, OVERSEERS, f"see the {view.value} view")
     _check_filters(filters)
-    now = ctx.now()
+    now, scope = ctx.now(), visibility(principal)
     async with ctx.database.transaction(write=False) as uow:
         conn = uow.connection
         if view is View.MINE:
             return await store.tasks_held_by(
-                conn, holder=principal.principal_id, now=now, filters=filters, limit=limit
+                conn,
+                holder=principal.principal_id,
+                now=now,
+                scope=scope,
+                filters=filters,
+                limit=limit,
             )
         if view is View.AVAILABLE:
             return await store.claimable_tasks(
-                conn, now=now, groups=_groups(principal), filters=filters, limit=limit
+                conn, now=now, scope=scope, filters=filters, limit=limit
             )
         if view is View.DUE:
             return await store.tasks_due_by(
-                conn, due_by=now + DUE_SOON, groups=_groups(principal), filters=filters, limit=limit
+                conn, due_by=now + DUE_SOON, scope=scope, filters=filters, limit=limit
             )
         if view is View.DECIDED:
             return await store.tasks_decided_by(
-                conn, operator=principal.principal_id, filters=filters, limit=limit
+                conn, operator=principal.principal_id, scope=scope, filters=filters, limit=limit
             )
         if view is View.ALL:
-            return await store.active_tasks(conn, filters=filters, limit=limit)
-        return await store.overdue_tasks(conn, now=now, filters=filters, limit=limit)
+            return await store.active_tasks(conn, scope=scope, filters=filters, limit=limit)
+        return await store.overdue_tasks(conn, now=now, scope=scope, filters=filters, limit=limit)
 
 
 async def facets(ctx: ServiceContext, principal: Principal) -> dict[str, list[str]]:
     """The values the inbox filters offer."""
     require_role(principal, PEOPLE, "use the inbox")
     async with ctx.database.transaction(write=False) as uow:
-        return await store.active_facets(uow.connection, limit=100)
+        return await store.active_facets(uow.connection, scope=visibility(principal), limit=100)

@@ -86,6 +86,20 @@ async def authenticate(ctx: ServiceContext, bearer: str | None) -> Principal:
     return principal
 
 
+async def still_authenticated(ctx: ServiceContext, principal: Principal) -> Principal:
+    """The key ``principal`` authenticated with, read again: a request that waited (a
+    long-poll) answers nothing once its key was revoked meanwhile.
+
+    Raises:
+        Unauthenticated: 401 ``ERR_UNAUTHENTICATED``, the key was revoked.
+    """
+    async with ctx.database.transaction(write=False) as uow:
+        current = await key_store.find_live_principal(uow.connection, principal.key_id)
+    if current is None:
+        raise Unauthenticated("the API key is unknown or revoked")
+    return current
+
+
 async def create_api_key(
     ctx: ServiceContext,
     caller: Principal,

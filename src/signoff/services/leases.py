@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from signoff.domain.states import Action, Role, Transition, transition
+from signoff.domain.states import Action, Transition, transition
 from signoff.domain.tasks import (
     Principal,
     Task,
@@ -19,6 +19,7 @@ from signoff.domain.tasks import (
     refusal_for,
     require_operator,
     require_role,
+    visibility,
 )
 from signoff.errors import claim_limit
 from signoff.services.common import note_transition, parse_task_id
@@ -34,11 +35,6 @@ class LeaseGrant:
     lease_token: str
 
 
-def _groups_of(principal: Principal) -> tuple[str, ...] | None:
-    """Reviewers are limited to their groups' tasks (and unassigned ones); supervisors not."""
-    return principal.groups if principal.role is Role.REVIEWER else None
-
-
 def lease_for(ctx: ServiceContext, principal: Principal, now: datetime, token_hash: str) -> Lease:
     """The lease ``principal`` acts under at ``now``; a lease taken or renewed now lasts
     ``SIGNOFF_LEASE_SECONDS``."""
@@ -47,7 +43,7 @@ def lease_for(ctx: ServiceContext, principal: Principal, now: datetime, token_ha
         token_hash=token_hash,
         now=now,
         expires_at=now + timedelta(seconds=ctx.settings.lease_seconds),
-        groups=_groups_of(principal),
+        groups=visibility(principal).groups,  # a claim takes only a task one may read
     )
 
 
@@ -121,10 +117,13 @@ async def renew(
     ctx: ServiceContext, principal: Principal, raw_task_id: str, lease_token: str
 ) -> Task:
     """Extend the caller's lease by ``SIGNOFF_LEASE_SECONDS`` from now. A lapsed lease may
-    be renewed while nobody else has claimed the task (the token is still current).
+    be renewed while nobody else has claimed the task (the token is still current); that
+    takes a lease up again, so it counts against the claim limit as a claim does.
 
     Raises:
-        Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease.
+        Conflict: ``ERR_LEASE_LOST`` when the token is not the caller's current lease;
+            ``ERR_CLAIM_LIMIT`` when the lease lapsed and the caller already holds
+            ``SIGNOFF_MAX_LEASES_PER_PRINCIPAL`` other live leases.
     """
     return await _change_held_lease(ctx, principal, raw_task_id, lease_token, Action.RENEW)
 
@@ -153,8 +152,14 @@ async def _change_held_lease(
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     lease = lease_for(ctx, principal, now, token_hash)
     writes = ctx.database.writes
-    change = writes.renew if action is Action.RENEW else writes.release
-    outcome = await change(lease, task_id)
+    limit = ctx.settings.max_leases_per_principal
+    outcome: Task | OverLimit | Refusal
+    if action is Action.RENEW:
+        outcome = await writes.renew(lease, task_id, limit=limit)
+    else:
+        outcome = await writes.release(lease, task_id)
+    if isinstance(outcome, OverLimit):
+        raise claim_limit(limit, outcome.live_leases)
     if isinstance(outcome, Refusal):
         raise _refusal(step, outcome, task_id, principal, token_hash, now)
     note_transition(step, outcome, principal)

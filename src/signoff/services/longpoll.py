@@ -12,6 +12,7 @@ from signoff.domain.tasks import Principal, Task
 from signoff.errors import FieldError, validation_error
 from signoff.services.common import get_task, parse_task_id
 from signoff.services.context import ServiceContext
+from signoff.services.keys import still_authenticated
 from signoff.services.wait_slots import WaitKind
 
 MAX_WAIT_SECONDS = 60.0
@@ -32,6 +33,8 @@ async def wait_for_task(
         Unprocessable: ``ERR_VALIDATION`` unless ``0 < wait <= 60``.
         NotFound: ``ERR_TASK_NOT_FOUND`` (also for tasks the caller may not read).
         TooManyRequests: ``ERR_TOO_MANY_WAITS`` beyond ``SIGNOFF_MAX_LONG_POLLS_PER_KEY``.
+        Unauthenticated: ``ERR_UNAUTHENTICATED``, the caller's key was revoked while the
+            request waited.
     """
     if not 0 < wait <= MAX_WAIT_SECONDS:
         raise validation_error([FieldError("wait", "must be more than 0 and at most 60")])
@@ -48,6 +51,8 @@ async def wait_for_task(
             if task.version > seen:
                 return task
             await changes.park(changed, wait)
+        # Woken or timed out: the key may have been revoked while the request waited.
+        principal = await still_authenticated(ctx, principal)
     finally:
         give_back()
     return await get_task(ctx, principal, raw_task_id)

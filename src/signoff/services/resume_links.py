@@ -19,7 +19,7 @@ from typing import Any
 from signoff.crypto import form_mac
 from signoff.domain.decisions import checked_notes
 from signoff.domain.states import Decision, TaskStatus
-from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
+from signoff.domain.tasks import Principal, Task, can_read, decision_refusal, task_view
 from signoff.errors import Conflict, ErrorCode, Forbidden, NotFound, SignoffError
 from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
@@ -189,6 +189,12 @@ async def decide_by_link(
         raise Forbidden(
             f"{approver_id} no longer holds a reviewer key or account",
             error_code=ErrorCode.FORBIDDEN,
+        )
+    if not can_read(approver, task):  # the link's holder knows the task: say why
+        raise Forbidden(
+            f"task {task.id} is assigned to group {task.assigned_group!r}, which "
+            f"{approver_id} is not in",
+            error_code=ErrorCode.NOT_IN_GROUP,
         )
     if task.has_subject and revision != task.current_revision:
         raise Conflict(

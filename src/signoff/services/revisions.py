@@ -75,7 +75,8 @@ async def revise_subject(
     Raises:
         PreconditionRequired, PreconditionFailed: ``If-Match`` missing or stale (428/412).
         Conflict: ``ERR_TASK_CONFLICT`` when reopening meets another active task for the
-            entity; ``ERR_STATE_CONFLICT`` as above.
+            entity; ``ERR_STATE_CONFLICT`` as above; ``ERR_REVISION_LIMIT`` when the task
+            has ``SIGNOFF_MAX_REVISIONS_PER_TASK`` revisions.
     """
     expected = parse_if_match(if_match)
     if not isinstance(body, dict):
@@ -95,6 +96,14 @@ async def revise_subject(
             f"revision {expected} is not current (current: {task.current_revision}); "
             + PRECONDITION_FAILED_HINT,
             extra={"current_revision": task.current_revision},
+        )
+    limit = ctx.settings.max_revisions_per_task
+    if expected >= limit:  # revisions are numbered from 1 and never deleted
+        raise Conflict(
+            f"task {task.id} has {expected} revisions, the most a task may have "
+            f"(SIGNOFF_MAX_REVISIONS_PER_TASK is {limit}): escalate a new task",
+            error_code=ErrorCode.REVISION_LIMIT,
+            extra={"limit": limit},
         )
     now = ctx.now()
     digest = json_digest(proposal.subject)
@@ -262,9 +271,16 @@ async def list_revisions(
 
 
 async def get_revision(
-    ctx: ServiceContext, principal: Principal, raw_task_id: str, revision: int
+    ctx: ServiceContext,
+    principal: Principal,
+    raw_task_id: str,
+    revision: int,
+    *,
+    as_viewed: bool = True,
 ) -> dict[str, Any]:
-    """One revision; reading it counts as having viewed it (for "changed since you looked")."""
+    """One revision. ``as_viewed``: reading it counts as having viewed it (for "changed
+    since you looked"); the console's page reads without it and records a view only
+    through :func:`record_viewed`."""
     task = await get_task(ctx, principal, raw_task_id)
     async with ctx.database.transaction() as uow:
         row = await store.find_revision(uow.connection, task.id, revision)
@@ -273,7 +289,7 @@ async def get_revision(
                 f"task {task.id} has no revision {revision}",
                 error_code=ErrorCode.REVISION_NOT_FOUND,
             )
-        if principal.role is not Role.PRODUCER:
+        if as_viewed and principal.role is not Role.PRODUCER:
             await store.record_view(
                 uow.connection,
                 task_id=task.id,
@@ -318,6 +334,28 @@ async def diff_off_loop(
     """:func:`structured_diff` in a worker thread: a line diff of long strings is CPU work
     (bounded, but not free) that must not hold up the event loop's other requests."""
     return await asyncio.to_thread(structured_diff, old, new, old_sources, new_sources)
+
+
+async def last_viewed(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:
+    """The revision the caller last viewed (``None``: never), recording nothing."""
+    if principal.role is Role.PRODUCER or not task.has_subject:
+        return None
+    async with ctx.database.transaction(write=False) as uow:
+        return await store.last_viewed_revision(
+            uow.connection, task_id=task.id, principal_id=principal.principal_id
+        )
+
+
+async def record_viewed(
+    ctx: ServiceContext, principal: Principal, raw_task_id: str, revision: int
+) -> None:
+    """Record that the caller looked at ``revision`` of a task they may read (the
+    console's page says so once the reviewer acts on it).
+
+    Raises:
+        NotFound: ``ERR_TASK_NOT_FOUND``, ``ERR_REVISION_NOT_FOUND``.
+    """
+    await get_revision(ctx, principal, raw_task_id, revision)
 
 
 async def note_view(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:

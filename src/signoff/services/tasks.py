@@ -21,7 +21,6 @@ from signoff.domain.states import (
     Action,
     Decision,
     ExecutionStatus,
-    Role,
     TaskStatus,
     transition,
 )
@@ -33,6 +32,7 @@ from signoff.domain.tasks import (
     require_operator,
     require_role,
     same_resolution,
+    visibility,
 )
 from signoff.errors import FieldError, validation_error
 from signoff.services.common import (
@@ -194,7 +194,8 @@ async def list_tasks(
     claimed_by: str | None = None,
     assigned_group: str | None = None,
 ) -> TaskPage:
-    """A page of tasks in creation order. Producers see only their own. ``claimed_by``
+    """A page of the tasks the caller may read (:func:`signoff.domain.tasks.visibility`),
+    in creation order. ``claimed_by``
     names a live claim's holder (``me``: the caller)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
@@ -212,10 +213,10 @@ async def list_tasks(
             entity_type=entity_type,
             entity_id=entity_id,
             reason_code=reason_code,
-            producer_id=principal.principal_id if principal.role is Role.PRODUCER else None,
             execution_status=execution_status.value if execution_status else None,
             claimed_by=claimed_by,
             assigned_group=assigned_group,
+            scope=visibility(principal),
         )
     page = list(tasks[:limit])
     next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None

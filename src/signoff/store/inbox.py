@@ -13,9 +13,9 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import ACTIVE_STATUSES, TaskStatus
-from signoff.domain.tasks import Task
+from signoff.domain.tasks import Task, Visibility
 from signoff.store.tables import review_tasks
-from signoff.store.tasks import status_in, task_from_row
+from signoff.store.tasks import status_in, task_from_row, visible
 
 T = review_tasks.c
 
@@ -43,12 +43,6 @@ def _filtered(filters: InboxFilters) -> list[ColumnElement[bool]]:
     return clauses
 
 
-def _visible_to(groups: tuple[str, ...] | None) -> ColumnElement[bool]:
-    if groups is None:
-        return and_(T.id.is_not(None))
-    return or_(T.assigned_group.is_(None), T.assigned_group.in_(list(groups)))
-
-
 def _claimable(now: datetime) -> ColumnElement[bool]:
     return and_(
         status_in(ACTIVE_STATUSES),
@@ -57,7 +51,13 @@ def _claimable(now: datetime) -> ColumnElement[bool]:
 
 
 async def tasks_held_by(
-    conn: AsyncConnection, *, holder: str, now: datetime, filters: InboxFilters, limit: int
+    conn: AsyncConnection,
+    *,
+    holder: str,
+    now: datetime,
+    scope: Visibility,
+    filters: InboxFilters,
+    limit: int,
 ) -> Sequence[Task]:
     """Tasks whose live lease ``holder`` holds, the soonest to lapse first."""
     statement = (
@@ -66,6 +66,7 @@ async def tasks_held_by(
             T.status == TaskStatus.CLAIMED.value,
             T.claimed_by == holder,
             T.lease_expires_at > now,
+            visible(scope),
             *_filtered(filters),
         )
         .order_by(T.lease_expires_at, T.id)
@@ -78,14 +79,14 @@ async def claimable_tasks(
     conn: AsyncConnection,
     *,
     now: datetime,
-    groups: tuple[str, ...] | None,
+    scope: Visibility,
     filters: InboxFilters,
     limit: int,
 ) -> Sequence[Task]:
     """What a reviewer in ``groups`` (``None``: every group) may claim, oldest first."""
     statement = (
         select(review_tasks)
-        .where(_claimable(now), _visible_to(groups), *_filtered(filters))
+        .where(_claimable(now), visible(scope), *_filtered(filters))
         .order_by(T.created_at, T.id)
         .limit(limit)
     )
@@ -96,7 +97,7 @@ async def tasks_due_by(
     conn: AsyncConnection,
     *,
     due_by: datetime,
-    groups: tuple[str, ...] | None,
+    scope: Visibility,
     filters: InboxFilters,
     limit: int,
 ) -> Sequence[Task]:
@@ -108,7 +109,7 @@ async def tasks_due_by(
             status_in(ACTIVE_STATUSES),
             T.deadline_at.is_not(None),
             T.deadline_at <= due_by,
-            _visible_to(groups),
+            visible(scope),
             *_filtered(filters),
         )
         .order_by(T.deadline_at, T.id)
@@ -118,7 +119,7 @@ async def tasks_due_by(
 
 
 async def tasks_decided_by(
-    conn: AsyncConnection, *, operator: str, filters: InboxFilters, limit: int
+    conn: AsyncConnection, *, operator: str, scope: Visibility, filters: InboxFilters, limit: int
 ) -> Sequence[Task]:
     """Tasks ``operator`` decided (their decision still stands), the latest first."""
     statement = (
@@ -126,6 +127,7 @@ async def tasks_decided_by(
         .where(
             T.status == TaskStatus.RESOLVED.value,
             T.operator_id == operator,
+            visible(scope),
             *_filtered(filters),
         )
         .order_by(T.resolved_at.desc(), T.id)
@@ -135,12 +137,12 @@ async def tasks_decided_by(
 
 
 async def active_tasks(
-    conn: AsyncConnection, *, filters: InboxFilters, limit: int
+    conn: AsyncConnection, *, scope: Visibility, filters: InboxFilters, limit: int
 ) -> Sequence[Task]:
     """Every waiting or claimed task, oldest first (the supervisors' view)."""
     statement = (
         select(review_tasks)
-        .where(status_in(ACTIVE_STATUSES), *_filtered(filters))
+        .where(status_in(ACTIVE_STATUSES), visible(scope), *_filtered(filters))
         .order_by(T.created_at, T.id)
         .limit(limit)
     )
@@ -148,7 +150,7 @@ async def active_tasks(
 
 
 async def overdue_tasks(
-    conn: AsyncConnection, *, now: datetime, filters: InboxFilters, limit: int
+    conn: AsyncConnection, *, now: datetime, scope: Visibility, filters: InboxFilters, limit: int
 ) -> Sequence[Task]:
     """Active tasks past their deadline, the highest escalation level first."""
     statement = (
@@ -157,6 +159,7 @@ async def overdue_tasks(
             status_in(ACTIVE_STATUSES),
             T.deadline_at.is_not(None),
             T.deadline_at <= now,
+            visible(scope),
             *_filtered(filters),
         )
         .order_by(T.escalation_level.desc(), T.deadline_at, T.id)
@@ -165,9 +168,11 @@ async def overdue_tasks(
     return [task_from_row(row) for row in await conn.execute(statement)]
 
 
-async def active_facets(conn: AsyncConnection, *, limit: int) -> dict[str, list[str]]:
-    """The distinct entity types, reason codes and groups among active tasks (for the
-    filter choices)."""
+async def active_facets(
+    conn: AsyncConnection, *, scope: Visibility, limit: int
+) -> dict[str, list[str]]:
+    """The distinct entity types, reason codes and groups among the active tasks
+    ``scope`` admits (for the filter choices)."""
     facets: dict[str, list[str]] = {}
     for name, column in (
         ("entity_type", T.entity_type),
@@ -177,12 +182,12 @@ async def active_facets(conn: AsyncConnection, *, limit: int) -> dict[str, list[
         statement = (
             select(column)
             .distinct()
-            .where(status_in(ACTIVE_STATUSES), column.is_not(None))
+            .where(status_in(ACTIVE_STATUSES), visible(scope), column.is_not(None))
             .order_by(column)
             .limit(limit)
         )
         facets[name] = [str(value) for value in (await conn.execute(statement)).scalars()]
-    levels = select(func.max(T.escalation_level)).where(status_in(ACTIVE_STATUSES))
+    levels = select(func.max(T.escalation_level)).where(status_in(ACTIVE_STATUSES), visible(scope))
     top = (await conn.execute(levels)).scalar_one_or_none() or 0
     facets["level"] = [str(level) for level in range(int(top) + 1)]
     return facets

@@ -44,11 +44,18 @@ async def insert_api_key(
 
 async def find_principal_by_key_hash(conn: AsyncConnection, key_hash: str) -> Principal | None:
     """The live (unrevoked) key with this hash, as a principal."""
+    return await _live_principal(conn, K.key_hash == key_hash)
+
+
+async def find_live_principal(conn: AsyncConnection, key_id: uuid.UUID) -> Principal | None:
+    """The key with this id as a principal, while it is live (not revoked)."""
+    return await _live_principal(conn, K.id == key_id)
+
+
+async def _live_principal(conn: AsyncConnection, which: Any) -> Principal | None:
     row = (
         await conn.execute(
-            select(K.id, K.principal_id, K.role, K.groups).where(
-                K.key_hash == key_hash, K.revoked_at.is_(None)
-            )
+            select(K.id, K.principal_id, K.role, K.groups).where(which, K.revoked_at.is_(None))
         )
     ).first()
     if row is None:

@@ -359,13 +359,22 @@ def _claim_next(*, entity_type: bool, reason_code: bool, groups: bool) -> Statem
     )
 
 
-def _held_change(action: Action, changes: str) -> Statement:
+def _held_change(action: Action, changes: str, *, limited: bool = False) -> Statement:
+    """A change of the held lease. ``limited``: a lapsed lease is taken up again only
+    while the holder has fewer than ``:limit`` other live leases, counted under the same
+    lock as a claim's (renewing a lapsed lease is a claim as far as the limit goes)."""
     step = transition(action)
     target = f"status = '{step.target.value}', " if step.target else ""
+    lim = "WITH " + _LIMIT.format(exclude=":task_id::uuid") + ", " if limited else "WITH "
+    within = (
+        " AND (lease_expires_at > :now::timestamptz OR (SELECT n FROM lim) < :limit::bigint)"
+        if limited
+        else ""
+    )
     return statement(
         action.value,
-        f"WITH u AS (UPDATE review_tasks SET {target}{changes}{_BUMP}"
-        f" WHERE id = :task_id::uuid AND {guard_sql(step)} RETURNING review_tasks.*), "
+        f"{lim}u AS (UPDATE review_tasks SET {target}{changes}{_BUMP}"
+        f" WHERE id = :task_id::uuid AND {guard_sql(step)}{within} RETURNING review_tasks.*), "
         + _record(step, "u", ":details::text")
         + " SELECT * FROM u",
     )
@@ -449,7 +458,9 @@ def claim_next_statement(
     return CLAIM_NEXT[(entity_type is not None, reason_code is not None, groups is not None)]
 
 
-RENEW = _held_change(Action.RENEW, "lease_expires_at = :lease_expires_at::timestamptz, ")
+RENEW = _held_change(
+    Action.RENEW, "lease_expires_at = :lease_expires_at::timestamptz, ", limited=True
+)
 RELEASE = _held_change(
     Action.RELEASE, "claimed_by = NULL, lease_token_hash = NULL, lease_expires_at = NULL, "
 )

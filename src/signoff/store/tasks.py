@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, TaskStatus, Transition
-from signoff.domain.tasks import Task
+from signoff.domain.tasks import Task, Visibility
 from signoff.store.tables import review_tasks
 
 T = review_tasks.c
@@ -114,11 +114,20 @@ def _guard(
     return and_(*clauses)
 
 
+def visible(scope: Visibility) -> ColumnElement[bool]:
+    """:class:`signoff.domain.tasks.Visibility` as a ``WHERE`` clause: the tasks a
+    principal may read (and, for reviewers, claim)."""
+    clauses: list[ColumnElement[bool]] = []
+    if scope.producer_id is not None:
+        clauses.append(T.producer_id == scope.producer_id)
+    if scope.groups is not None:
+        clauses.append(or_(T.assigned_group.is_(None), T.assigned_group.in_(list(scope.groups))))
+    return and_(true(), *clauses)
+
+
 def _visible_to(groups: tuple[str, ...] | None) -> ColumnElement[bool]:
-    """Reviewers (``groups`` given) see unassigned tasks and their groups' tasks."""
-    if groups is None:
-        return and_(true())
-    return or_(T.assigned_group.is_(None), T.assigned_group.in_(list(groups)))
+    """A claim's scope: a reviewer's groups (``None``: any task)."""
+    return visible(Visibility(groups=groups))
 
 
 async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task | None:
@@ -307,17 +316,18 @@ async def list_tasks(
     entity_type: str | None = None,
     entity_id: str | None = None,
     reason_code: str | None = None,
-    producer_id: str | None = None,
     execution_status: str | None = None,
     claimed_by: str | None = None,
     assigned_group: str | None = None,
+    scope: Visibility,
 ) -> Sequence[Task]:
-    """Tasks in creation order (oldest first), keyset-paginated after ``(created_at, id)``.
+    """Tasks ``scope`` admits in creation order (oldest first), keyset-paginated after
+    ``(created_at, id)``.
 
     ``status`` filters by the *effective* status: a claim whose lease lapsed counts as
     ``PENDING_REVIEW``, not ``CLAIMED``.
     """
-    statement = select(review_tasks)
+    statement = select(review_tasks).where(visible(scope))
     if status is TaskStatus.PENDING_REVIEW:
         statement = statement.where(
             or_(
@@ -333,7 +343,6 @@ async def list_tasks(
         (T.entity_type, entity_type),
         (T.entity_id, entity_id),
         (T.reason_code, reason_code),
-        (T.producer_id, producer_id),
         (T.execution_status, execution_status),
         (T.assigned_group, assigned_group),
     ):

@@ -253,8 +253,9 @@ async def get_task(
 
     With ``wait``: a long-poll that holds no database connection while it waits; the
     answer is 200 with the task, changed or not (compare ``version``), also when the
-    server stops meanwhile. One key may park ``SIGNOFF_MAX_LONG_POLLS_PER_KEY`` at once
-    (beyond: 429 ``ERR_TOO_MANY_WAITS`` with ``Retry-After``)."""
+    server stops meanwhile; 401 when the key was revoked while it waited. One key may park
+    ``SIGNOFF_MAX_LONG_POLLS_PER_KEY`` at once (beyond: 429 ``ERR_TOO_MANY_WAITS`` with
+    ``Retry-After``)."""
     if wait is None:
         if after_version is not None:
             raise validation_error([FieldError("after_version", "needs wait")])

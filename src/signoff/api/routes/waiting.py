@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -177,7 +178,9 @@ def _page(
     task = state.task or {}
     bundle = task.get("diagnostic_bundle", {})
     snapshot = list((bundle.get("input_snapshot") or {}).items())[:8]
+    style_nonce = secrets.token_urlsafe(16)
     html = _templates.get_template("resume.html").render(
+        style_nonce=style_nonce,
         title="Decision requested" if state.state == "open" else "Decision link",
         state=state.state,
         message=message or state.message,
@@ -198,9 +201,10 @@ def _page(
         "Referrer-Policy": "no-referrer",
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
-        # No script at all: the page is plain forms. Links to evidence still open.
+        # No script at all: the page is plain forms, styled by its own one style element.
+        # Links to evidence still open.
         "Content-Security-Policy": (
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+            f"default-src 'none'; style-src 'nonce-{style_nonce}'; form-action 'self'; "
             "base-uri 'none'; frame-ancestors 'none'"
         ),
     }

@@ -330,7 +330,45 @@
 
   /* Wiring -------------------------------------------------------------------------- */
 
+  /* Bars: their widths come as data (the page's policy allows no inline style). */
+
+  function drawBars(root) {
+    $all("[data-width]", root).forEach(function (el) {
+      el.style.width = parseFloat(el.getAttribute("data-width")) + "%";
+    });
+    $all("[data-left]", root).forEach(function (el) {
+      el.style.left = parseFloat(el.getAttribute("data-left")) + "%";
+    });
+  }
+
+  /* "Viewed": recorded only once the reviewer acts on the page (a click or a key), so a
+     page opened by another site records nothing. */
+
+  var viewedSent = {};
+  function recordViewed() {
+    var body = $("#task-body");
+    var revision = body && body.getAttribute("data-revision");
+    if (!revision) return;
+    var key = body.getAttribute("data-task-id") + "@" + revision;
+    if (viewedSent[key]) return;
+    viewedSent[key] = true;
+    var token = JSON.parse(body.getAttribute("hx-headers") || "{}")["X-CSRF-Token"] || "";
+    fetch("/console/tasks/" + body.getAttribute("data-task-id") + "/viewed", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": token, "Content-Type": "application/x-www-form-urlencoded" },
+      body: "revision=" + encodeURIComponent(revision)
+    });
+  }
+  document.addEventListener("pointerdown", function (event) {
+    if (event.isTrusted) recordViewed();
+  }, true);
+  document.addEventListener("keydown", function (event) {
+    if (event.isTrusted) recordViewed();
+  }, true);
+
   function init(root) {
+    drawBars(root);
     var body = root.id === "task-body" ? root : $("#task-body", root);
     if (body) {
       // A claim, an extension or a live refresh replaces the task's part of the page; the

@@ -26,6 +26,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from signoff.private_files import create_private, sqlite_path
 from signoff.settings import Settings, async_database_url
 from signoff.store.runtime.announce import Announcer
 from signoff.store.runtime.availability import Cause, classify, quiet_driver_logs
@@ -81,6 +82,9 @@ def open_database(settings: Settings) -> Database:
 
 
 def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
+    path = sqlite_path(url)
+    if path is not None:
+        create_private(path)  # before SQLite creates it readable by everyone
     engine = create_async_engine(
         url, connect_args={"timeout": busy_timeout_ms / 1000}, pool_size=8, max_overflow=24
     )

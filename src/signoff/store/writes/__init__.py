@@ -92,7 +92,8 @@ class Refusal:
 
 @dataclass(frozen=True)
 class OverLimit:
-    """A claim refused because the principal already holds ``live_leases`` live leases."""
+    """A claim (or the renewal of a lapsed lease) refused because the principal already
+    holds ``live_leases`` live leases."""
 
     live_leases: int
 
@@ -123,8 +124,12 @@ class TaskWrites(Protocol):
         """Take the oldest claimable task matching the filters; ``None``: there is none."""
         ...
 
-    async def renew(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
-        """Extend the held lease to ``lease.expires_at``."""
+    async def renew(
+        self, lease: Lease, task_id: uuid.UUID, *, limit: int
+    ) -> Task | OverLimit | Refusal:
+        """Extend the held lease to ``lease.expires_at``. A lapsed lease counts against
+        ``limit`` as a claim does: refused while the principal holds ``limit`` other live
+        leases."""
         ...
 
     async def release(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:

@@ -164,10 +164,52 @@ async def claim_next(
     return task
 
 
+def takes_up_lapsed_lease(task: Task | None, lease: Lease) -> bool:
+    """Whether renewing under ``lease`` would take up again a lease of the principal's
+    that has lapsed (which counts against the claim limit, as a claim does)."""
+    return (
+        task is not None
+        and task.claimed_by == lease.principal.principal_id
+        and task.lease_token_hash == lease.token_hash
+        and task.lease_lapsed(lease.now)
+    )
+
+
+async def _over_limit(
+    conn: AsyncConnection, lease: Lease, task_id: uuid.UUID, limit: int
+) -> OverLimit | None:
+    live = await task_store.count_live_leases(
+        conn, lease.principal.principal_id, now=lease.now, exclude=task_id
+    )
+    return OverLimit(live) if live >= limit else None
+
+
+async def renew_refused(
+    database: Database, lease: Lease, task_id: uuid.UUID, *, limit: int
+) -> OverLimit | Refusal:
+    """Why a renewal matched nothing: the claim limit, when it would have taken up a
+    lapsed lease and the principal holds ``limit`` other live leases; else the task as
+    it is now."""
+    async with database.transaction(write=False) as uow:
+        current = await task_store.find_task(uow.connection, task_id)
+        if takes_up_lapsed_lease(current, lease):
+            over = await _over_limit(uow.connection, lease, task_id, limit)
+            if over is not None:
+                return over
+    return Refusal(current)
+
+
 async def change_held_lease(
-    database: Database, lease: Lease, task_id: uuid.UUID, action: Action
-) -> Task | Refusal:
-    """Renew (a new expiry) or release (back to the queue) the lease ``lease`` holds."""
+    database: Database,
+    lease: Lease,
+    task_id: uuid.UUID,
+    action: Action,
+    *,
+    limit: int | None = None,
+) -> Task | OverLimit | Refusal:
+    """Renew (a new expiry) or release (back to the queue) the lease ``lease`` holds.
+    ``limit``: renewing a lapsed lease counts against it, in the same write transaction
+    (``BEGIN IMMEDIATE`` on SQLite) as the change."""
     step = transition(action)
     values = (
         {"lease_expires_at": lease.expires_at}
@@ -176,6 +218,12 @@ async def change_held_lease(
     )
     principal, now = lease.principal, lease.now
     async with database.transaction() as uow:
+        if limit is not None:
+            current = await task_store.find_task(uow.connection, task_id)
+            if takes_up_lapsed_lease(current, lease):
+                over = await _over_limit(uow.connection, lease, task_id, limit)
+                if over is not None:
+                    return over
         task = await task_store.update_held_task(
             uow.connection,
             step,

@@ -92,22 +92,26 @@ class PostgresWrites(TaskWrites):
             return None
         return self._changed(record, Action.CLAIM)
 
-    async def renew(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
+    async def renew(
+        self, lease: Lease, task_id: uuid.UUID, *, limit: int
+    ) -> Task | OverLimit | Refusal:
         details = {"lease_expires_at": rfc3339(lease.expires_at)}
-        return await self._change_held_lease(lease, task_id, Action.RENEW, details)
+        values = _lease_values(lease) | {
+            "task_id": task_id,
+            "details": compact_json(details),
+            "limit": limit,
+        }
+        record = await oneshot.run(self._database, oneshot.RENEW, values)
+        if record is None:
+            return await core.renew_refused(self._database, lease, task_id, limit=limit)
+        return self._changed(record, Action.RENEW)
 
     async def release(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
-        return await self._change_held_lease(lease, task_id, Action.RELEASE, {})
-
-    async def _change_held_lease(
-        self, lease: Lease, task_id: uuid.UUID, action: Action, details: dict[str, Any]
-    ) -> Task | Refusal:
-        stmt = oneshot.RENEW if action is Action.RENEW else oneshot.RELEASE
-        values = _lease_values(lease) | {"task_id": task_id, "details": compact_json(details)}
-        record = await oneshot.run(self._database, stmt, values)
+        values = _lease_values(lease) | {"task_id": task_id, "details": compact_json({})}
+        record = await oneshot.run(self._database, oneshot.RELEASE, values)
         if record is None:
             return await core.current_task(self._database, task_id)
-        return self._changed(record, action)
+        return self._changed(record, Action.RELEASE)
 
     async def resolve(
         self, lease: Lease, task_id: uuid.UUID, resolution: Resolution

@@ -63,11 +63,17 @@ class SqliteWrites(TaskWrites):
             self._database, lease, limit=limit, entity_type=entity_type, reason_code=reason_code
         )
 
-    async def renew(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
-        return await core.change_held_lease(self._database, lease, task_id, Action.RENEW)
+    async def renew(
+        self, lease: Lease, task_id: uuid.UUID, *, limit: int
+    ) -> Task | OverLimit | Refusal:
+        return await core.change_held_lease(
+            self._database, lease, task_id, Action.RENEW, limit=limit
+        )
 
     async def release(self, lease: Lease, task_id: uuid.UUID) -> Task | Refusal:
-        return await core.change_held_lease(self._database, lease, task_id, Action.RELEASE)
+        outcome = await core.change_held_lease(self._database, lease, task_id, Action.RELEASE)
+        assert not isinstance(outcome, OverLimit)  # a release is under no limit
+        return outcome
 
     async def resolve(
         self, lease: Lease, task_id: uuid.UUID, resolution: Resolution
