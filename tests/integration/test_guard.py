@@ -4,8 +4,12 @@ once, with the arguments a person approved, and never before or otherwise."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +178,24 @@ def test_arguments_that_are_not_json_are_refused_before_anything_is_sent(
 
     with pytest.raises(TypeError, match="JSON"):
         send(object())
+
+
+def test_the_guarded_refund_example_refunds_once(server: LiveServer, producer_key: str) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "guarded_refund.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    env |= {"SIGNOFF_URL": server.base_url, "SIGNOFF_API_KEY": producer_key}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(example), "c-17", "50", "--timeout", "60"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    _decide_when_waiting(server.new_client("reviewer"), "APPROVED", [])
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert "refunding 50 EUR to c-17" in first.stdout
+    again = run()  # the same call: the stored result, no second refund
+    assert again.returncode == 0, again.stderr
+    assert "refunding" not in again.stdout
+    assert "'refunded_eur': 50" in again.stdout
