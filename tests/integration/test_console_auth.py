@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from typing import Any
 
 import httpx
 
 from signoff.domain.clock import ManualClock
+from signoff.domain.states import Role
+from signoff.services.context import ServiceContext
 from tests.support import LiveServer, live_server
 
 PASSWORD = "correct horse battery"
@@ -372,3 +375,36 @@ def test_switches_take_true_or_false_not_numbers(server) -> None:  # type: ignor
         # The body is refused before any endpoint is looked up.
         flipped = admin.patch(f"/webhook-endpoints/{uuid.uuid4()}", json={"enabled": 1})
         assert (flipped.status_code, flipped.json()["error_code"]) == (422, "ERR_VALIDATION")
+
+
+def test_first_sign_ins_of_one_identity_at_once_make_one_account(database_url: str) -> None:
+    """Two tabs finishing single sign-on at the same moment: both are signed in, to the
+    one account the first of them created (never a 500 from the unique constraint)."""
+    from signoff.services import sessions
+    from signoff.settings import Settings
+    from signoff.store.runtime.database import open_database
+    from signoff.store.runtime.migrate import upgrade
+
+    identity = sessions.Identity(
+        issuer="https://idp.example", subject="subject-7", principal_id="maria",
+        email="maria@example.com", email_verified=True, groups=["editorial"],
+        role=Role.REVIEWER,
+    )  # fmt: skip
+
+    async def together() -> list[Any]:
+        settings = Settings(database_url=database_url, encryption_keys=None)
+        database = open_database(settings)
+        try:
+            await upgrade(database.engine)
+            context = ServiceContext(database=database, settings=settings, clock=ManualClock())
+            return await asyncio.gather(
+                *(sessions.sign_in_oidc(context, identity) for _ in range(6)),
+                return_exceptions=True,
+            )
+        finally:
+            await database.dispose()
+
+    signed_in = asyncio.run(together())
+    assert [type(s).__name__ for s in signed_in] == ["SignedInSession"] * 6, signed_in
+    assert {s.user.principal_id for s in signed_in} == {"maria"}
+    assert len({s.user.id for s in signed_in}) == 1

@@ -189,6 +189,15 @@ async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSessi
             identity): single sign-on never takes one over unless an administrator linked
             it (``signoff link-sso``).
     """
+    try:
+        return await _sign_in_oidc(ctx, identity)
+    except store.UserExists:
+        # Two first sign-ins of one identity at once (two tabs): the other created the
+        # account a moment ago. Once more, and this one finds it.
+        return await _sign_in_oidc(ctx, identity)
+
+
+async def _sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSession:
     groups = [g for g in identity.groups if g and not any(c.isspace() or c == "," for c in g)]
     principal_id = identity.principal_id
     check_identity(principal_id, identity.role, groups, None)

@@ -219,17 +219,23 @@ async def create_user(
             raise Conflict(
                 f"another user has the e-mail address {email}", error_code=ErrorCode.EMAIL_IN_USE
             )
-        user = await store.insert_user(
-            conn,
-            user_id=uuid.uuid4(),
-            principal_id=principal_id,
-            role=role,
-            groups=groups,
-            email=email,
-            password_hash=password_hash,
-            source="local",
-            now=now,
-        )
+        try:
+            user = await store.insert_user(
+                conn,
+                user_id=uuid.uuid4(),
+                principal_id=principal_id,
+                role=role,
+                groups=groups,
+                email=email,
+                password_hash=password_hash,
+                source="local",
+                now=now,
+            )
+        except store.UserExists:  # created by a concurrent request since the checks above
+            raise Conflict(
+                f"user {principal_id} (or one with that e-mail address) was just created",
+                error_code=ErrorCode.USER_EXISTS,
+            ) from None
         if password_hash is None:
             await store.insert_password_token(
                 conn,

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
@@ -50,6 +51,38 @@ async def insert_user(
     now: datetime,
     oidc_issuer: str | None = None,
     oidc_subject: str | None = None,
+) -> User:
+    """Raises:
+    UserExists: another transaction took the name, the e-mail address or the identity
+        first (the unique constraints refused it; the transaction must be rolled back).
+    """
+    try:
+        return await _insert_user(
+            conn, user_id=user_id, principal_id=principal_id, role=role, groups=groups,
+            email=email, password_hash=password_hash, source=source, now=now,
+            oidc_issuer=oidc_issuer, oidc_subject=oidc_subject,
+        )  # fmt: skip
+    except IntegrityError:
+        raise UserExists(principal_id) from None
+
+
+class UserExists(Exception):
+    """A user with that name, e-mail address or identity was created meanwhile."""
+
+
+async def _insert_user(
+    conn: AsyncConnection,
+    *,
+    user_id: uuid.UUID,
+    principal_id: str,
+    role: Role,
+    groups: list[str],
+    email: str | None,
+    password_hash: str | None,
+    source: str,
+    now: datetime,
+    oidc_issuer: str | None,
+    oidc_subject: str | None,
 ) -> User:
     row = (
         await conn.execute(
