@@ -11,7 +11,13 @@ import httpx
 
 from signoff.domain.revisions import LINE_DIFF_MAX_LINES, unified_line_diff
 from tests.integration.test_approvals import SUBJECT, decide, new_subject_task, revise
-from tests.integration.test_console_auth import PASSWORD, _browser, _create_user, _sign_in
+from tests.integration.test_console_auth import (
+    PASSWORD,
+    _browser,
+    _create_user,
+    _csrf,
+    _sign_in,
+)
 from tests.integration.test_waiting import (  # noqa: F401  (fixtures)
     links_in,
     local,
@@ -130,7 +136,14 @@ def test_the_console_says_the_change_is_too_large_in_a_sentence(server: LiveServ
         task = new_subject_task(producer, SUBJECT | {"body": _crafted(1)})
         with _browser(server) as browser:
             assert _sign_in(browser, "ann", PASSWORD).status_code == 303
-            assert browser.get(f"/console/tasks/{task['id']}").status_code == 200  # saw 1
+            first = browser.get(f"/console/tasks/{task['id']}")
+            assert first.status_code == 200
+            # The reviewer acts on the page: its script records that revision 1 was seen.
+            seen = browser.post(
+                f"/console/tasks/{task['id']}/viewed",
+                data={"csrf": _csrf(first.text), "revision": "1"},
+            )
+            assert seen.status_code == 204
             assert revise(producer, task["id"], 1, SUBJECT | {"body": _crafted(2)}).is_success
             page = browser.get(f"/console/tasks/{task['id']}", timeout=120)
     assert page.status_code == 200
