@@ -105,7 +105,7 @@ def test_a_producer_timeout_may_escalate_to_a_group_then_the_policy_ends_the_wai
     assert sweep(timed) == 1
     moved = producer.get(f"/tasks/{task['id']}").json()
     assert (moved["status"], moved["assigned_group"]) == ("PENDING_REVIEW", "risk")
-    assert alice.claim(task["id"]).json()["error_code"] == "ERR_NOT_IN_GROUP"
+    assert alice.claim(task["id"]).json()["error_code"] == "ERR_TASK_NOT_FOUND"  # not hers now
     assert sam.claim(task["id"]).status_code == 200
     # The default policy's final level follows: nothing waits forever.
     final = timed.settings.default_policy.levels[-1].after_seconds

@@ -621,6 +621,9 @@ def test_the_resume_page_allows_no_script(waiting: LiveServer, mailbox: Mailbox)
                 {"after_seconds": 60, "action": "expire"},
             ],
         },
+        # An action that is not a name at all (an object, a list) is refused, not a 500.
+        {"name": "odd", "levels": [{"after_seconds": 1, "action": {}}]},
+        {"name": "odd", "levels": [{"after_seconds": 1, "action": ["expire"]}]},
     ],
 )
 def test_policies_with_unusable_names_or_groups_are_refused(waiting: LiveServer, policy) -> None:

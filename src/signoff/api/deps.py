@@ -113,16 +113,12 @@ async def read_body(request: Request) -> bytes:
     return await read_bounded_body(request, get_context(request).settings.max_body_bytes)
 
 
-#: What JSON counts as whitespace (RFC 8259): a body of only these is an empty body. Not
-#: ``bytes.strip()``'s set, which also takes vertical tabs and form feeds: a body of those
-#: is not JSON, and is refused as such.
-JSON_WHITESPACE = b" \t\n\r"
-
-
 async def read_json_body(request: Request, *, empty_as: Any = None) -> Any:
-    """Read (see :func:`read_body`) and strictly parse the body."""
+    """Read (see :func:`read_body`) and strictly parse the body. An optional body is absent
+    only when it has no bytes at all: anything else, whitespace alone included, must be a
+    JSON text (RFC 8259), or it is 400 ``ERR_MALFORMED_JSON``."""
     raw = await read_body(request)
-    if not raw.strip(JSON_WHITESPACE) and empty_as is not None:
+    if not raw and empty_as is not None:
         return empty_as
     value = parse_json_strict(raw)
     problems = body_problems(value)  # the one text guard (signoff.domain.text_guard)

@@ -140,7 +140,10 @@ def parse_policy(name: Any, levels: Any) -> Policy:
     if (
         levels
         and isinstance(levels[-1], dict)
-        and levels[-1].get("action") not in {a.value for a in FINAL_ACTIONS}
+        and not (
+            isinstance(last := levels[-1].get("action"), str)
+            and last in {a.value for a in FINAL_ACTIONS}
+        )
     ):
         errors.append(
             FieldError(f"levels[{len(levels) - 1}].action", "the last level must expire or reject")
