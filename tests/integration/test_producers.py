@@ -224,19 +224,26 @@ def test_a_thousand_idle_waiters_hold_no_database_connection(server, producer, a
     engine = server.app.state.context.database.engine
     pool_size = engine.pool.size()
 
+    # One key may park SIGNOFF_MAX_LONG_POLLS_PER_KEY (100) at once: the producer's 20
+    # keys park 50 each.
+    keys = [str(producer.key)] + [
+        str(server.new_client("producer", producer.principal_id).key) for _ in range(19)
+    ]
+
     async def scenario() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=1100, max_keepalive_connections=1100)
         async with httpx.AsyncClient(
-            base_url=server.base_url,
-            headers={"Authorization": f"Bearer {producer.key}"},
-            timeout=120,
-            limits=limits,
+            base_url=server.base_url, timeout=120, limits=limits
         ) as client:
             waiters = [
                 asyncio.create_task(
-                    client.get(f"/tasks/{task['id']}", params={"wait": 60, "after_version": 1})
+                    client.get(
+                        f"/tasks/{task['id']}",
+                        params={"wait": 60, "after_version": 1},
+                        headers={"Authorization": f"Bearer {keys[index % len(keys)]}"},
+                    )
                 )
-                for _ in range(1000)
+                for index in range(1000)
             ]
             await until(lambda: waiting(server) == 1000, limit=90)
             # All parked: none holds a connection, and the service still answers.

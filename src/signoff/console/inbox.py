@@ -197,6 +197,8 @@ def notice_text(params: Mapping[str, str]) -> str | None:
     notice = params.get("notice")
     if notice == "nothing":
         return "Nothing to review."
+    if notice == "decided":
+        return "Decision recorded. Nothing else in this view."
     if notice == "refused":
         return _meaning(params.get("code", "")) or "That could not be done."
     if notice == "bulk" and params.get("action") in BULK_ACTIONS:

@@ -387,7 +387,7 @@ async def _decide(
             return go(request, following, tokens)
         return go(
             request,
-            "/console?" + urlencode({"message": "Decision recorded. Nothing else in this view."}),
+            "/console?" + urlencode({"notice": "decided"}),
             tokens,
         )
     done = Notice(f"Decision recorded: {decision.value}.", "ok")
