@@ -57,53 +57,32 @@ async def insert_user(
         first (the unique constraints refused it; the transaction must be rolled back).
     """
     try:
-        return await _insert_user(
-            conn, user_id=user_id, principal_id=principal_id, role=role, groups=groups,
-            email=email, password_hash=password_hash, source=source, now=now,
-            oidc_issuer=oidc_issuer, oidc_subject=oidc_subject,
-        )  # fmt: skip
+        row = (
+            await conn.execute(
+                insert(users)
+                .values(
+                    id=user_id,
+                    principal_id=principal_id,
+                    role=role.value,
+                    groups=groups,
+                    email=email,
+                    password_hash=password_hash,
+                    source=source,
+                    oidc_issuer=oidc_issuer,
+                    oidc_subject=oidc_subject,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(*users.c)
+            )
+        ).one()
     except IntegrityError:
         raise UserExists(principal_id) from None
+    return _user(row)
 
 
 class UserExists(Exception):
     """A user with that name, e-mail address or identity was created meanwhile."""
-
-
-async def _insert_user(
-    conn: AsyncConnection,
-    *,
-    user_id: uuid.UUID,
-    principal_id: str,
-    role: Role,
-    groups: list[str],
-    email: str | None,
-    password_hash: str | None,
-    source: str,
-    now: datetime,
-    oidc_issuer: str | None,
-    oidc_subject: str | None,
-) -> User:
-    row = (
-        await conn.execute(
-            insert(users)
-            .values(
-                id=user_id,
-                principal_id=principal_id,
-                role=role.value,
-                groups=groups,
-                email=email,
-                password_hash=password_hash,
-                source=source,
-                oidc_issuer=oidc_issuer,
-                oidc_subject=oidc_subject,
-                created_at=now,
-                updated_at=now,
-            )
-            .returning(*users.c)
-        )
-    ).one()
-    return _user(row)
 
 
 async def find_user(conn: AsyncConnection, principal_id: str) -> User | None:
