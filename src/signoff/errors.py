@@ -85,6 +85,12 @@ class ErrorCode(StrEnum):
         "A resume link's approver is no longer in the task's group (elsewhere such a task "
         "is not found).",
     )
+    NOT_ELIGIBLE_TO_VOTE = (
+        "ERR_NOT_ELIGIBLE_TO_VOTE",
+        403,
+        "The task's approval rule does not let the caller vote at this stage (not in the "
+        "stage's groups, or voted at an earlier stage).",
+    )
     CSRF = "ERR_CSRF", 403, "The form or console token does not match; reload the page."
     USER_DISABLED = "ERR_USER_DISABLED", 403, "The console account is disabled."
     ACCOUNT_IS_LOCAL = (
@@ -107,6 +113,11 @@ class ErrorCode(StrEnum):
         "No such webhook delivery, or an attempt of it is in flight.",
     )
     POLICY_NOT_FOUND = "ERR_POLICY_NOT_FOUND", 404, "No escalation policy of that name."
+    APPROVAL_RULE_NOT_FOUND = (
+        "ERR_APPROVAL_RULE_NOT_FOUND",
+        404,
+        "No approval rule of that name.",
+    )
     REVISION_NOT_FOUND = "ERR_REVISION_NOT_FOUND", 404, "The task has no such subject revision."
     ACTION_NOT_FOUND = "ERR_ACTION_NOT_FOUND", 404, "The execution has no such action."
     SOURCE_NOT_FOUND = (
@@ -180,6 +191,22 @@ class ErrorCode(StrEnum):
     )
     TASK_EXPIRED = "ERR_TASK_EXPIRED", 409, "The task expired."
     TASK_CANCELLED = "ERR_TASK_CANCELLED", 409, "The task was cancelled."
+    ALREADY_VOTED = (
+        "ERR_ALREADY_VOTED",
+        409,
+        "The caller already voted at this stage of the task's approval rule: a vote counts once.",
+    )
+    DECIDED_BY_VOTES = (
+        "ERR_DECIDED_BY_VOTES",
+        409,
+        "The task has an approval rule: it is decided by votes (`POST /tasks/{id}/votes`), "
+        "not claimed and resolved.",
+    )
+    NOT_DECIDED_BY_VOTES = (
+        "ERR_NOT_DECIDED_BY_VOTES",
+        409,
+        "The task has no approval rule: one person decides it under a lease.",
+    )
     POLICY_EXISTS = "ERR_POLICY_EXISTS", 409, "An escalation policy of that name exists."
     USER_EXISTS = "ERR_USER_EXISTS", 409, "A console user with that id exists."
     EMAIL_IN_USE = "ERR_EMAIL_IN_USE", 409, "Another console user has that email address."
@@ -220,6 +247,11 @@ class ErrorCode(StrEnum):
         "The webhook URL points where deliveries may not go.",
     )
     UNKNOWN_POLICY = "ERR_UNKNOWN_POLICY", 422, "The escalation names no known escalation policy."
+    UNKNOWN_APPROVAL_RULE = (
+        "ERR_UNKNOWN_APPROVAL_RULE",
+        422,
+        "The escalation names no known approval rule.",
+    )
     TIMEOUT_APPROVAL_NOT_ALLOWED = (
         "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
         422,

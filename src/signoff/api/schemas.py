@@ -150,6 +150,50 @@ class TaskOut(BaseModel):
     traceparent: str | None = Field(
         default=None, description="W3C trace context of the escalation; producer and admins."
     )
+    requested_by: str | None = Field(
+        default=None, description="The person the producer asked on behalf of, if named."
+    )
+    approval_rule: dict[str, Any] | None = Field(
+        default=None,
+        description="Only on a task with an approval rule: the rule, with its stages.",
+    )
+    votes: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Only on a task with an approval rule: the live votes, each with "
+        "`voter`, `decision`, `notes`, `revision`, `digest`, `stage`, `at`, `door`.",
+    )
+    approval_progress: dict[str, Any] | None = Field(
+        default=None,
+        description="Only on a task with an approval rule: `stage`, `stage_name`, `stages`, "
+        "`approvals`, `required`, `waiting_on`, `against`, `met`, `outcome`, `text`.",
+    )
+
+
+class VoteRequest(_Strict):
+    """A vote on a task with an approval rule, under the same decision rules as a resolve."""
+
+    decision: Annotated[
+        Decision, WithJsonSchema({"type": "string", "enum": [d.value for d in DECISION_RULES]})
+    ]
+    notes: str | None = Field(
+        default=None,
+        description=notes_rule(),
+        json_schema_extra={"maxLength": NOTES_MAX_LENGTH},
+    )
+    operator_id: str | None = Field(
+        default=None, description="Must equal the caller's principal id."
+    )
+    revision: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REVISION,
+        description="Required on a task with a subject: the revision voted on.",
+    )
+    digest: str | None = Field(
+        default=None,
+        pattern="^[a-f0-9]{64}$",
+        description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
+    )
 
 
 class EscalationCreated(TaskOut):

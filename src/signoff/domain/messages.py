@@ -27,6 +27,7 @@ KIND_TITLES = {
     "reassigned": "Reassigned to you: review needed",
     "expired": "Expired without a decision",
     "approval_invalidated": "A new revision invalidated the approval: review again",
+    "votes_voided": "A new revision voided your vote: review again",
 }
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.domain.approval_rules import APPROVAL_FIELDS_SCHEMA
 from signoff.domain.escalation import READ_ONLY_FIELDS, contract_schema
 from signoff.domain.revisions import SUBJECT_FIELDS_SCHEMA
 from signoff.domain.waiting import WAITING_FIELDS_SCHEMA
@@ -48,6 +49,7 @@ def escalation_schema() -> dict[str, Any]:
         **SUBJECT_FIELDS_SCHEMA["properties"],
         **WAITING_FIELDS_SCHEMA["properties"],
         **PRODUCER_FIELDS_SCHEMA["properties"],
+        **APPROVAL_FIELDS_SCHEMA["properties"],
     }
     return schema
 

@@ -313,6 +313,13 @@ class RevisionEffect(StrEnum):
     """The reviewer asked for a revision: here it is, back to review."""
 
 
+def is_material_change(task: Task, paths: Sequence[str], sources_changed: bool) -> bool:
+    """Whether a new revision changing ``paths`` needs people to look again: it touches a
+    material path, or the sources changed (they need a person to re-check, even if the
+    text did not move)."""
+    return sources_changed or any(is_material(p, task.material_paths) for p in paths)
+
+
 def revision_effect(
     task: Task, paths: Sequence[str], now: datetime, *, sources_changed: bool = False
 ) -> RevisionEffect:
@@ -334,8 +341,7 @@ def revision_effect(
     if after is AfterRevision.REOPEN:
         return RevisionEffect.REOPEN_FOR_REVISION
     if after is AfterRevision.RECONSIDER:
-        # Changed sources need a person to re-check, even if the text did not move.
-        if sources_changed or any(is_material(p, task.material_paths) for p in paths):
+        if is_material_change(task, paths, sources_changed):
             return RevisionEffect.INVALIDATE_APPROVAL
         return RevisionEffect.CARRY_FORWARD
     raise Conflict(

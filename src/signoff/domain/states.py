@@ -79,6 +79,11 @@ class Action(StrEnum):
     WITHDRAW = "withdraw"
     RENEW_EXECUTION = "renew_execution"
     EXECUTION_STALLED = "execution_stalled"
+    # Approval rules: several people vote; the vote that meets the rule (or vetoes it)
+    # decides the task; a material revision voids the votes cast on the old one.
+    VOTE = "vote"
+    DECIDE_BY_VOTES = "decide_by_votes"
+    VOID_VOTES = "void_votes"
 
 
 class LeaseRule(StrEnum):
@@ -117,6 +122,9 @@ class Transition:
     ends_links: bool
     """Whether the task's resume links stop working (they named the task where it was:
     its group, its wait). A decided task's links stay, to show the decision."""
+    by_votes: bool | None = None
+    """``False``: only on tasks one person decides (no approval rule: leases apply);
+    ``True``: only on tasks decided by votes; ``None``: either."""
 
     def status_after(self, current: TaskStatus | None = None) -> TaskStatus:
         """The status a task has after this transition from ``current``."""
@@ -136,9 +144,10 @@ def _t(
     *,
     publish: bool = True,
     ends_links: bool = False,
+    by_votes: bool | None = None,
 ) -> tuple[Action, Transition]:
     return action, Transition(
-        action, frozenset(sources), target, roles, lease, event_type, publish, ends_links
+        action, frozenset(sources), target, roles, lease, event_type, publish, ends_links, by_votes
     )
 
 
@@ -153,10 +162,40 @@ TRANSITIONS: dict[Action, Transition] = dict(
         _t(Action.ESCALATE, set(), P, PRODUCERS, LeaseRule.NONE, "task.created"),
         # Claimable, or held by the caller: the holder re-claiming gets a fresh lease token
         # (the old one stops working). claim-next takes only tasks nobody holds.
-        _t(Action.CLAIM, {P, C}, C, REVIEWERS, LeaseRule.CLAIMABLE_OR_OWN, "task.claimed"),
+        _t(
+            Action.CLAIM,
+            {P, C},
+            C,
+            REVIEWERS,
+            LeaseRule.CLAIMABLE_OR_OWN,
+            "task.claimed",
+            by_votes=False,
+        ),
         _t(Action.RENEW, {C}, C, REVIEWERS, LeaseRule.HELD, "task.lease_renewed", publish=False),
         _t(Action.RELEASE, {C}, P, REVIEWERS, LeaseRule.HELD, "task.released"),
-        _t(Action.RESOLVE, {C}, R, REVIEWERS, LeaseRule.HELD_LIVE, "task.resolved"),
+        _t(Action.RESOLVE, {C}, R, REVIEWERS, LeaseRule.HELD_LIVE, "task.resolved", by_votes=False),
+        # Votes need no lease: several people review a task with an approval rule at once,
+        # each vote bound to the revision and digest its voter saw. The vote that meets
+        # the rule, or vetoes it, decides the task in the same transaction.
+        _t(Action.VOTE, {P}, None, REVIEWERS, LeaseRule.NONE, "task.vote_cast", by_votes=True),
+        _t(
+            Action.DECIDE_BY_VOTES,
+            {P},
+            R,
+            REVIEWERS,
+            LeaseRule.NONE,
+            "task.resolved",
+            by_votes=True,
+        ),
+        _t(
+            Action.VOID_VOTES,
+            {P, R},
+            None,
+            PRODUCERS,
+            LeaseRule.NONE,
+            "task.votes_voided",
+            by_votes=True,
+        ),
         # The reviewed object changes. While in review the new revision simply
         # becomes current; after an approval it invalidates it (REOPEN) unless the change
         # is confined to non-material paths (CARRY_FORWARD); after REVISION_REQUESTED it

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from signoff.domain.approval_rules import progress, rule_from_json, votes_from_json
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import DecisionRule, rule_for
 from signoff.domain.digests import canonical_json
@@ -82,6 +83,9 @@ class Task:
     execution_lease_expires_at: datetime | None = None
     execution_stalled_at: datetime | None = None
     invalidated_revision: int | None = None
+    approval_rule: dict[str, Any] | None = None
+    requested_by: str | None = None
+    votes: list[dict[str, Any]] | None = None
 
     @property
     def has_subject(self) -> bool:
@@ -129,7 +133,22 @@ def task_view(
         view["metadata"] = task.producer_metadata
     if traceparent:
         view["traceparent"] = task.traceparent
+    if task.requested_by is not None:
+        view["requested_by"] = task.requested_by
+    if task.approval_rule is not None:
+        view |= votes_view(task)
     return view
+
+
+def votes_view(task: Task) -> dict[str, Any]:
+    """A task with an approval rule: the rule, its live votes and where it stands."""
+    rule = rule_from_json(task.approval_rule or {})
+    votes = votes_from_json(task.votes)
+    return {
+        "approval_rule": rule.as_json(),
+        "votes": [vote.public() for vote in votes],
+        "approval_progress": progress(rule, votes).as_json(),
+    }
 
 
 def sees_producer_fields(principal: Principal, task: Task) -> bool:
@@ -287,6 +306,12 @@ def refusal_for(
     if task.status is TaskStatus.CANCELLED:
         return Conflict(
             f"task {task.id} was cancelled by its producer", error_code=ErrorCode.TASK_CANCELLED
+        )
+    if transition.by_votes is False and task.approval_rule is not None:
+        return Conflict(
+            f"task {task.id} has an approval rule: it is decided by votes "
+            f"(POST /tasks/{task.id}/votes), with no lease to take",
+            error_code=ErrorCode.DECIDED_BY_VOTES,
         )
     if transition.lease in (LeaseRule.CLAIMABLE, LeaseRule.CLAIMABLE_OR_OWN):
         holder = task.claimed_by if task.status is TaskStatus.CLAIMED else None

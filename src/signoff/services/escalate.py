@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.domain.approval_rules import ApprovalFields, ApprovalRule, parse_approval_fields
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
 from signoff.domain.policies import Policy, with_timeout
@@ -22,8 +23,8 @@ from signoff.domain.revisions import SubjectInput, parse_subject_fields
 from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.domain.waiting import WaitingInput, parse_waiting_fields
-from signoff.errors import Conflict, ErrorCode, FieldError, Unprocessable
-from signoff.services import notifications, policies
+from signoff.errors import Conflict, ErrorCode, FieldError, Unprocessable, validation_error
+from signoff.services import notifications, policies, votes
 from signoff.services.common import dumps, note_transition, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
@@ -69,15 +70,20 @@ async def escalate(
     producer_fields = parse_producer_fields(body, traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
+    approval = parse_approval_fields(body)
     if ctx.shield is None:
-        return await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+        return await _escalate(
+            ctx, principal, request, producer_fields, proposal, waiting, approval
+        )
     entity = (request.entity_type, request.entity_id)
     async with ctx.shield.escalation(
         principal.principal_id, request.idempotency_key, request.fingerprint, entity
     ) as guard:
         if guard.replay is not None:
             return EscalationOutcome(guard.replay.status_code, guard.replay.body, replayed=True)
-        outcome = await _escalate(ctx, principal, request, producer_fields, proposal, waiting)
+        outcome = await _escalate(
+            ctx, principal, request, producer_fields, proposal, waiting, approval
+        )
         await guard.committed(outcome.status_code, outcome.body)
         return outcome
 
@@ -89,6 +95,7 @@ async def _escalate(
     producer_fields: ProducerFields,
     proposal: SubjectInput | None,
     waiting: WaitingInput,
+    approval: ApprovalFields,
 ) -> EscalationOutcome:
     now = ctx.now()
     if (
@@ -96,6 +103,7 @@ async def _escalate(
         and waiting.policy_name is None
         and waiting.assigned_group is None
         and waiting.timeout is None
+        and approval == ApprovalFields(None, None, None)
     ):
         # The common escalation (no subject, the default policy, no group to notify):
         # key + task + audit + outbox in one step of the engine's write path.
@@ -118,7 +126,18 @@ async def _escalate(
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
         if waiting.timeout is not None:
             policy = with_timeout(policy, waiting.timeout)
+        rule = approval.rule
+        if approval.rule_name is not None:
+            rule = await votes.rule_named(uow, approval.rule_name)
+        if rule is not None:
+            _check_rule_fits(rule, waiting)
         task = _new_task(request, proposal, waiting, policy, principal, now, producer_fields)
+        task = replace(
+            task,
+            approval_rule=rule.as_json() if rule else None,
+            requested_by=approval.requested_by,
+            votes=[] if rule else None,
+        )
         view = task_view(task, now, metadata=True, traceparent=True)
         response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
@@ -152,14 +171,32 @@ async def _escalate(
         await record_transition(
             uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
         )
-        if inserted.assigned_group:
+        targets = [f"group:{inserted.assigned_group}"] if inserted.assigned_group else []
+        if rule is not None:
+            targets += votes.first_stage_targets(rule)
+        if targets:
             # Entering review for a group notifies its approvers with their links.
-            targets = [f"group:{inserted.assigned_group}"]
             await notifications.notify(
                 uow, ctx, inserted, kind="review_requested", targets=targets, now=now
             )
         await uow.commit()
     return EscalationOutcome(status_code=201, body=response, replayed=False, task_id=task.id)
+
+
+def _check_rule_fits(rule: ApprovalRule, waiting: WaitingInput) -> None:
+    """A task several groups vote on is not assigned to one group (reviewers see
+    unassigned tasks and their own groups' tasks: the others could not vote)."""
+    outside = sorted(rule.group_names() - {waiting.assigned_group})
+    if waiting.assigned_group is not None and outside:
+        raise validation_error(
+            [
+                FieldError(
+                    "assigned_group",
+                    f"the approval rule asks {', '.join(outside)} too, who could not see a "
+                    "task assigned to one group: leave assigned_group out",
+                )
+            ]
+        )
 
 
 def _new_task(

@@ -13,6 +13,7 @@ from signoff.domain.digests import json_digest
 from signoff.domain.revisions import (
     RevisionEffect,
     changed_paths,
+    is_material_change,
     parse_subject_fields,
     revision_effect,
     source_matches,
@@ -30,7 +31,7 @@ from signoff.errors import (
     Unprocessable,
     validation_error,
 )
-from signoff.services import notifications
+from signoff.services import notifications, votes
 from signoff.services.common import get_task, producer_task, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as store
@@ -116,6 +117,14 @@ async def revise_subject(
     sources_changed = previous["source_revisions"] != proposal.source_revisions
     effect = revision_effect(task, paths, now, sources_changed=sources_changed)
     step = transition(_ACTION_FOR[effect])
+    # Votes follow the approval: a material change voids them, any other carries them.
+    voided = bool(task.votes) and (
+        effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION)
+        or (
+            effect is RevisionEffect.KEEP_REVIEWING
+            and is_material_change(task, paths, sources_changed)
+        )
+    )
     carried_diff = None
     if effect is RevisionEffect.CARRY_FORWARD:  # worked out before the write transaction
         carried_diff = await diff_off_loop(
@@ -148,6 +157,8 @@ async def revise_subject(
         if effect is RevisionEffect.INVALIDATE_APPROVAL:
             # Remembered so an execute naming this revision is told why precisely.
             values["invalidated_revision"] = task.approved_revision
+        if task.votes and not voided:
+            values["votes"] = await votes.carry_votes(uow, task, revision=revision, digest=digest)
         try:
             updated = await store.apply_revision(conn, step, task, values, now)
         except store.ActiveTaskExists:
@@ -194,7 +205,11 @@ async def revise_subject(
         if carried_diff is not None:
             details["diff"] = carried_diff
         await record_transition(uow, step, updated, principal, now, details)
-        if effect is RevisionEffect.INVALIDATE_APPROVAL:
+        if voided:
+            updated = await votes.void_votes(
+                uow, ctx, updated, principal, revision=revision, now=now
+            )
+        elif effect is RevisionEffect.INVALIDATE_APPROVAL:
             # The approver and the task's group learn that the approval no longer holds,
             # with a fresh link to the new revision.
             targets = [f"principal:{task.operator_id}"] if task.operator_id else []

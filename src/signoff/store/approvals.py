@@ -23,6 +23,7 @@ from signoff.store.tables import (
     revoked_sources,
     subject_revisions,
     task_actions,
+    task_votes,
     users,
 )
 from signoff.store.tasks import status_in, task_from_row, update_task_if
@@ -112,22 +113,35 @@ class ActiveTaskExists(Exception):
     """Reopening the task would make a second active task for its entity."""
 
 
-def _approver_authorised() -> Any:
-    """The approval's credential is still live with a deciding role: an API key, or a
-    console user (whose id plays the part of the key id)."""
+def credential_authorised(key_id: Any) -> Any:
+    """The credential ``key_id`` names is still live with a deciding role: an API key, or
+    a console user (whose id plays the part of the key id)."""
     reviewer_roles = [role.value for role in REVIEWERS]
     return or_(
         exists().where(
-            api_keys.c.id == T.approver_key_id,
+            api_keys.c.id == key_id,
             api_keys.c.revoked_at.is_(None),
             api_keys.c.role.in_(reviewer_roles),
         ),
         exists().where(
-            users.c.id == T.approver_key_id,
+            users.c.id == key_id,
             users.c.disabled_at.is_(None),
             users.c.role.in_(reviewer_roles),
         ),
     )
+
+
+def _approver_authorised() -> Any:
+    """The approval's credential is still live with a deciding role, and so is every
+    live approving vote's on a task decided by votes."""
+    votes = task_votes.c
+    voter_not_authorised = exists().where(
+        votes.task_id == T.id,
+        votes.voided_at.is_(None),
+        votes.decision.in_([d.value for d in decisions_where("grants_approval")]),
+        ~credential_authorised(votes.voter_key_id),
+    )
+    return and_(credential_authorised(T.approver_key_id), ~voter_not_authorised)
 
 
 def _source_revoked() -> Any:

@@ -153,6 +153,8 @@ def guard_sql(step: Transition, lease: LeaseRule | None = None) -> str:
         clauses.append("lease_token_hash = :token_hash::varchar AND claimed_by = :actor::text")
         if rule is LeaseRule.HELD_LIVE:
             clauses.append("lease_expires_at > :now::timestamptz")
+    if step.by_votes is not None:
+        clauses.append(f"approval_rule IS {'NOT ' if step.by_votes else ''}NULL")
     return " AND ".join(clauses)
 
 

@@ -129,6 +129,12 @@ review_tasks = Table(
     Column("execution_lease_expires_at", UtcDateTime),
     Column("execution_stalled_at", UtcDateTime),
     Column("invalidated_revision", Integer),
+    # Approval by several people: the rule copied onto the task at escalation, the person
+    # the producer asked on behalf of, and the live votes (each bound to a revision and
+    # digest; the votes table keeps every vote, voided ones too).
+    Column("approval_rule", JsonText),
+    Column("requested_by", Text),
+    Column("votes", JsonText),
     # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
@@ -421,6 +427,45 @@ escalation_policies = Table(
     Column("levels", JsonText, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: Admin-managed approval rules an escalation may name; a task keeps a copy of its rule.
+approval_rules = Table(
+    "approval_rules",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("rule", JsonText, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: Every vote ever cast on a task with an approval rule. A person has at most one live
+#: (not voided) vote per stage of a task: the database refuses a second.
+task_votes = Table(
+    "task_votes",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("stage", Integer, nullable=False),
+    Column("voter", Text, nullable=False),
+    Column("voter_key_id", Uuid(as_uuid=True), nullable=False),
+    Column("decision", String(32), nullable=False),
+    Column("notes", Text),
+    Column("revision", Integer),
+    Column("digest", String(64)),
+    Column("door", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("voided_at", UtcDateTime),
+    Column("void_reason", Text),
+    Index(
+        "uq_task_votes_live",
+        "task_id",
+        "stage",
+        "voter",
+        unique=True,
+        postgresql_where=text("voided_at IS NULL"),
+        sqlite_where=text("voided_at IS NULL"),
+    ),
 )
 
 #: Resume tokens: single-purpose approve/reject links, bound to one task and

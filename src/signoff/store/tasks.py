@@ -111,6 +111,9 @@ def _guard(
         clauses += [T.lease_token_hash == lease_token_hash, T.claimed_by == holder]
         if rule is LeaseRule.HELD_LIVE:
             clauses.append(T.lease_expires_at > now)
+    if transition.by_votes is not None:
+        has_rule = T.approval_rule.is_not(None)
+        clauses.append(has_rule if transition.by_votes else T.approval_rule.is_(None))
     return and_(*clauses)
 
 

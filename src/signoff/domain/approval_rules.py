@@ -1,0 +1,470 @@
+"""Approval rules: how many people must approve a task, from which groups, in which order.
+
+A task escalated without a rule is decided by one person under a lease, as always. A task
+with a rule is decided by **votes**: each reviewer who may decide it votes once per stage,
+naming the revision and digest they saw; the task is approved the moment the rule is met
+on the current revision, and rejected (or sent back for a revision) by the first vote
+against when the rule has a veto. Pure functions: nothing here touches a database.
+
+The rule as data::
+
+    {"approvals": 2, "groups": {"legal": 1, "finance": 1}, "veto": true,
+     "exclude": ["requester", "earlier_stages"]}
+    {"stages": [{"name": "finance", "groups": {"finance": 1}},
+                {"name": "legal", "approvals": 2, "groups": {"legal": 1}}]}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from signoff.domain.clock import rfc3339
+from signoff.domain.decisions import rule_for
+from signoff.domain.states import Decision
+from signoff.errors import (
+    Conflict,
+    ErrorCode,
+    FieldError,
+    Forbidden,
+    SignoffError,
+    validation_error,
+)
+
+MAX_APPROVALS = 25
+MAX_STAGES = 5
+MAX_GROUPS = 10
+RULE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+class Exclusion(StrEnum):
+    """Who may not vote, besides the producer's principal (never)."""
+
+    REQUESTER = "requester"
+    """The person named as ``requested_by`` in the escalation."""
+    EARLIER_STAGES = "earlier_stages"
+    """Anyone who voted at an earlier stage (a later stage needs other eyes)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    approvals: int
+    """Distinct people who must approve at this stage."""
+    groups: tuple[tuple[str, int], ...]
+    """Per-group minimums: each approver counts for one group they belong to."""
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.groups)
+
+    def restricted(self) -> bool:
+        """Whether only members of the named groups can help meet this stage."""
+        return bool(self.groups) and sum(n for _, n in self.groups) >= self.approvals
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "approvals": self.approvals, "groups": dict(self.groups)}
+
+
+@dataclass(frozen=True)
+class ApprovalRule:
+    stages: tuple[Stage, ...]
+    veto: bool
+    """A rejection or revision request ends the vote (decides the task); without a veto
+    it counts as one vote against and the others may still approve."""
+    exclude: frozenset[Exclusion]
+    name: str | None = None
+    """The admin-managed rule it was copied from, if any."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "stages": [stage.as_json() for stage in self.stages],
+            "veto": self.veto,
+            "exclude": sorted(e.value for e in self.exclude),
+        }
+
+    def group_names(self) -> frozenset[str]:
+        return frozenset(g for stage in self.stages for g in stage.group_names)
+
+
+APPROVAL_RULE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Approval by more than one person (see docs/approvals.md). `approvals`: distinct "
+        "people who must approve (default: the sum of the group minimums, at least 1); "
+        "`groups`: per-group minimums; `veto` (default true): the first rejection or "
+        "revision request decides the task; `exclude`: `requester` and/or `earlier_stages`; "
+        "`stages`: ordered stages, each with its own `name`, `approvals` and `groups`."
+    ),
+    "properties": {
+        "approvals": {"type": "integer", "minimum": 1, "maximum": MAX_APPROVALS},
+        "groups": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+        "veto": {"type": "boolean"},
+        "exclude": {"type": "array", "items": {"enum": [e.value for e in Exclusion]}},
+        "stages": {"type": "array", "minItems": 1, "maxItems": MAX_STAGES},
+    },
+}
+
+APPROVAL_FIELDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approval_rule": {
+            "description": (
+                "How many people must approve, from which groups, in which order: a rule "
+                "(object) or the name of an admin-managed rule. Omitted: one person decides."
+            ),
+            "oneOf": [{"type": "string"}, APPROVAL_RULE_SCHEMA],
+        },
+        "requested_by": {
+            "type": "string",
+            "description": (
+                "The person on whose behalf the producer asks (a principal id); shown to "
+                "reviewers, and barred from voting when the rule excludes `requester`."
+            ),
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class ApprovalFields:
+    """An escalation's approval fields: ``rule`` given inline, or ``rule_name`` to look up."""
+
+    rule: ApprovalRule | None
+    rule_name: str | None
+    requested_by: str | None
+
+
+def parse_approval_fields(body: Mapping[str, Any]) -> ApprovalFields:
+    """The ``approval_rule`` and ``requested_by`` of an escalation.
+
+    Raises:
+        Unprocessable: ``ERR_VALIDATION`` naming the offending field.
+    """
+    raw = body.get("approval_rule")
+    requested_by = body.get("requested_by")
+    if requested_by is not None and (
+        not isinstance(requested_by, str) or not 1 <= len(requested_by) <= 255
+    ):
+        raise validation_error([FieldError("requested_by", "must be a principal id (1–255)")])
+    if raw is None:
+        return ApprovalFields(None, None, requested_by)
+    if isinstance(raw, str):
+        if not RULE_NAME.match(raw):
+            raise validation_error([FieldError("approval_rule", "is not a rule name")])
+        return ApprovalFields(None, raw, requested_by)
+    return ApprovalFields(parse_rule(raw, "approval_rule"), None, requested_by)
+
+
+def parse_rule(raw: Any, field: str = "approval_rule", name: str | None = None) -> ApprovalRule:
+    """A rule from its JSON form, every bound checked; errors name ``field`` and the path."""
+    if not isinstance(raw, dict):
+        raise validation_error([FieldError(field, "must be an object or a rule name")])
+    allowed = {"approvals", "groups", "veto", "exclude", "stages", "name"}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise validation_error(
+            [FieldError(f"{field}.{k}", "is not a known field") for k in unknown]
+        )
+    veto = raw.get("veto", True)
+    if not isinstance(veto, bool):
+        raise validation_error([FieldError(f"{field}.veto", "must be true or false")])
+    exclude_raw = raw.get("exclude", [])
+    known = {e.value for e in Exclusion}
+    if not isinstance(exclude_raw, list) or any(e not in known for e in exclude_raw):
+        raise validation_error(
+            [FieldError(f"{field}.exclude", f"must list some of: {', '.join(sorted(known))}")]
+        )
+    if "stages" in raw:
+        if "approvals" in raw or "groups" in raw:
+            raise validation_error(
+                [FieldError(f"{field}.stages", "give approvals and groups in each stage instead")]
+            )
+        stages_raw = raw["stages"]
+        if not isinstance(stages_raw, list) or not 1 <= len(stages_raw) <= MAX_STAGES:
+            raise validation_error(
+                [FieldError(f"{field}.stages", f"must list 1 to {MAX_STAGES} stages")]
+            )
+        stages = tuple(
+            _stage(s, f"{field}.stages[{i}]", f"stage {i + 1}") for i, s in enumerate(stages_raw)
+        )
+        names = [s.name for s in stages]
+        if len(set(names)) != len(names):
+            raise validation_error([FieldError(f"{field}.stages", "stage names must differ")])
+    else:
+        stages = (_stage({k: raw[k] for k in ("approvals", "groups") if k in raw}, field, "all"),)
+    return ApprovalRule(
+        stages=stages,
+        veto=veto,
+        exclude=frozenset(Exclusion(e) for e in exclude_raw),
+        name=name if name is not None else raw.get("name"),
+    )
+
+
+def _stage(raw: Any, field: str, default_name: str) -> Stage:
+    if not isinstance(raw, dict):
+        raise validation_error([FieldError(field, "must be an object")])
+    unknown = sorted(set(raw) - {"name", "approvals", "groups"})
+    if unknown:
+        raise validation_error(
+            [FieldError(f"{field}.{k}", "is not a known field") for k in unknown]
+        )
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not 1 <= len(name) <= 64:
+        raise validation_error([FieldError(f"{field}.name", "must be text of 1 to 64 characters")])
+    groups_raw = raw.get("groups", {})
+    if not isinstance(groups_raw, dict) or len(groups_raw) > MAX_GROUPS:
+        raise validation_error(
+            [FieldError(f"{field}.groups", f"must map at most {MAX_GROUPS} groups to a count")]
+        )
+    groups: list[tuple[str, int]] = []
+    for group, count in groups_raw.items():
+        if not group or len(group) > 255:
+            raise validation_error([FieldError(f"{field}.groups", "a group name is 1–255 long")])
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_APPROVALS:
+            raise validation_error(
+                [FieldError(f"{field}.groups.{group}", f"must be a whole number 1–{MAX_APPROVALS}")]
+            )
+        groups.append((group, count))
+    least = max(1, sum(n for _, n in groups))
+    approvals = raw.get("approvals", least)
+    if (
+        isinstance(approvals, bool)
+        or not isinstance(approvals, int)
+        or not 1 <= approvals <= MAX_APPROVALS
+    ):
+        raise validation_error(
+            [FieldError(f"{field}.approvals", f"must be a whole number 1–{MAX_APPROVALS}")]
+        )
+    if approvals < least:
+        raise validation_error(
+            [
+                FieldError(
+                    f"{field}.approvals",
+                    f"must be at least the sum of the group minimums ({least})",
+                )
+            ]
+        )
+    return Stage(name=name, approvals=approvals, groups=tuple(sorted(groups)))
+
+
+def rule_from_json(document: Mapping[str, Any]) -> ApprovalRule:
+    """A rule as stored on a task (written by :meth:`ApprovalRule.as_json`)."""
+    return ApprovalRule(
+        stages=tuple(
+            Stage(s["name"], int(s["approvals"]), tuple(sorted(s["groups"].items())))
+            for s in document["stages"]
+        ),
+        veto=bool(document["veto"]),
+        exclude=frozenset(Exclusion(e) for e in document["exclude"]),
+        name=document.get("name"),
+    )
+
+
+# --- Votes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One person's vote at one stage, bound to the revision and digest they saw."""
+
+    voter: str
+    key_id: str
+    """The voter's API key id or console user id (the execution gate checks it is live)."""
+    groups: tuple[str, ...]
+    """The voter's groups when they voted (what the group minimums count)."""
+    decision: Decision
+    notes: str | None
+    revision: int | None
+    digest: str | None
+    stage: int
+    at: datetime
+    door: str
+    """Where the vote came from: ``api``, ``console`` or ``link``."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "voter": self.voter,
+            "key_id": self.key_id,
+            "groups": list(self.groups),
+            "decision": self.decision.value,
+            "notes": self.notes,
+            "revision": self.revision,
+            "digest": self.digest,
+            "stage": self.stage,
+            "at": rfc3339(self.at),
+            "door": self.door,
+        }
+
+    def public(self) -> dict[str, Any]:
+        """What the API, events and pages show of a vote (no credential id)."""
+        view = self.as_json()
+        del view["key_id"]
+        return view
+
+    def same_as(self, decision: Decision, notes: str | None, revision: int | None) -> bool:
+        return (self.decision, self.notes, self.revision) == (decision, notes, revision)
+
+
+def votes_from_json(documents: Sequence[Mapping[str, Any]] | None) -> list[Vote]:
+    return [
+        Vote(
+            voter=d["voter"],
+            key_id=d["key_id"],
+            groups=tuple(d["groups"]),
+            decision=Decision(d["decision"]),
+            notes=d["notes"],
+            revision=d["revision"],
+            digest=d["digest"],
+            stage=int(d["stage"]),
+            at=datetime.fromisoformat(d["at"]),
+            door=d["door"],
+        )
+        for d in documents or ()
+    ]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a rule stands on the live votes."""
+
+    stage: int
+    """The stage being voted on (0-based); the last stage's index once met."""
+    stage_name: str
+    stages: int
+    approvals: int
+    """Approvals that count at this stage."""
+    required: int
+    waiting_on: tuple[str, ...]
+    """Groups whose minimum is still short at this stage."""
+    against: int
+    """Votes against (rejections and revision requests) at every stage."""
+    outcome: Decision | None
+    """``APPROVED`` when every stage is met; the vetoing decision when a veto ended it."""
+
+    def text(self) -> str:
+        """One line for people: "1 of 2 approvals — waiting on finance"."""
+        if self.outcome is Decision.APPROVED:
+            return f"Approved: {self.required} of {self.required} approvals"
+        if self.outcome is not None:
+            return f"Ended by a vote to {rule_for(self.outcome).verb}"
+        text = f"{self.approvals} of {self.required} approvals"
+        if self.stages > 1:
+            text = f"Stage {self.stage + 1} of {self.stages} ({self.stage_name}): {text}"
+        if self.waiting_on:
+            text += " — waiting on " + " and ".join(self.waiting_on)
+        if self.against:
+            text += f"; {self.against} against"
+        return text
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage + 1,
+            "stage_name": self.stage_name,
+            "stages": self.stages,
+            "approvals": self.approvals,
+            "required": self.required,
+            "waiting_on": list(self.waiting_on),
+            "against": self.against,
+            "met": self.outcome is Decision.APPROVED,
+            "outcome": self.outcome.value if self.outcome else None,
+            "text": self.text(),
+        }
+
+
+def _filling(stage: Stage, approvers: Sequence[Vote]) -> tuple[int, tuple[str, ...]]:
+    """How many approvals count at ``stage`` (at most its ``approvals``), and the groups
+    whose minimum is still short. Each approver fills one place of one group they belong
+    to (the best filling: a matching, found by augmenting paths); approvers left over fill
+    the places no group claims."""
+    places = [group for group, count in stage.groups for _ in range(count)]
+    owner: dict[int, int] = {}  # place -> approver index
+
+    def place_for(i: int, seen: set[int]) -> bool:
+        for p, group in enumerate(places):
+            if group in approvers[i].groups and p not in seen:
+                seen.add(p)
+                if p not in owner or place_for(owner[p], seen):
+                    owner[p] = i
+                    return True
+        return False
+
+    for i in range(len(approvers)):
+        place_for(i, set())
+    free = stage.approvals - len(places)
+    counted = len(owner) + min(len(approvers) - len(owner), free)
+    short = tuple(dict.fromkeys(g for p, g in enumerate(places) if p not in owner))
+    return counted, short
+
+
+def progress(rule: ApprovalRule, votes: Sequence[Vote]) -> Progress:
+    """The rule's standing on ``votes`` (the live ones)."""
+    against = [v for v in votes if v.decision is not Decision.APPROVED]
+    vetoed = against[0].decision if rule.veto and against else None
+    for index, stage in enumerate(rule.stages):
+        approvers = [v for v in votes if v.stage == index and v.decision is Decision.APPROVED]
+        counted, short = _filling(stage, approvers)
+        met = counted >= stage.approvals
+        last = index == len(rule.stages) - 1
+        if not met or last:
+            return Progress(
+                stage=index,
+                stage_name=stage.name,
+                stages=len(rule.stages),
+                approvals=counted,
+                required=stage.approvals,
+                waiting_on=short,
+                against=len(against),
+                outcome=vetoed or (Decision.APPROVED if met else None),
+            )
+    raise AssertionError("a rule has at least one stage")
+
+
+def vote_refusal(
+    rule: ApprovalRule,
+    votes: Sequence[Vote],
+    *,
+    voter: str,
+    voter_groups: Sequence[str],
+    requested_by: str | None,
+) -> SignoffError | None:
+    """Whether ``voter`` may vote now (the decision rules and the revision are checked
+    before this, as for any decision): not the requester when excluded, not twice at a
+    stage, not again after an earlier stage when excluded, and only from the stage's
+    groups when only they can meet it."""
+    if Exclusion.REQUESTER in rule.exclude and requested_by == voter:
+        return Forbidden(
+            f"{voter} requested this and may not vote on it",
+            error_code=ErrorCode.SELF_APPROVAL,
+        )
+    now = progress(rule, votes)
+    if any(v.voter == voter and v.stage == now.stage for v in votes):
+        return already_voted(voter)
+    if Exclusion.EARLIER_STAGES in rule.exclude and any(
+        v.voter == voter and v.stage < now.stage for v in votes
+    ):
+        return Forbidden(
+            f"{voter} voted at an earlier stage; this stage needs someone else",
+            error_code=ErrorCode.NOT_ELIGIBLE_TO_VOTE,
+        )
+    stage = rule.stages[now.stage]
+    if stage.restricted() and not set(voter_groups) & set(stage.group_names):
+        groups = " or ".join(stage.group_names)
+        return Forbidden(
+            f"this stage ({stage.name}) is decided by {groups}; {voter} is in none of them",
+            error_code=ErrorCode.NOT_ELIGIBLE_TO_VOTE,
+            extra={"groups": list(stage.group_names)},
+        )
+    return None
+
+
+def already_voted(voter: str) -> SignoffError:
+    return Conflict(
+        f"{voter} has already voted on this revision; a person's vote counts once",
+        error_code=ErrorCode.ALREADY_VOTED,
+    )

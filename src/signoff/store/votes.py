@@ -1,0 +1,146 @@
+"""Votes on tasks with an approval rule, and the admin-managed rules escalations name.
+
+A vote is written in a transaction that first locks the task's row (PostgreSQL
+``FOR UPDATE``; SQLite's one writer serialises anyway): the votes counted, the vote
+inserted and the task's decision are one step, so racing votes reach a rule's quorum
+exactly once. The live votes are also kept on the task (``review_tasks.votes``) so every
+read of a task shows them without a join; ``task_votes`` keeps every vote ever cast, and
+its unique index refuses a second live vote by a person at a stage.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.approval_rules import Vote
+from signoff.domain.states import Transition
+from signoff.domain.tasks import Task
+from signoff.store.tables import approval_rules, review_tasks, task_votes
+from signoff.store.tasks import status_in, task_from_row, update_task_if
+
+T = review_tasks.c
+V = task_votes.c
+A = approval_rules.c
+
+
+async def lock_task(conn: AsyncConnection, task_id: uuid.UUID) -> Task | None:
+    """The task, its row locked until the transaction ends."""
+    statement = select(review_tasks).where(T.id == task_id).with_for_update()
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
+async def change_voted_task(
+    conn: AsyncConnection, step: Transition, task: Task, values: dict[str, Any], now: datetime
+) -> Task | None:
+    """``step`` on a task decided by votes, as read (locked) at ``task.version``: the
+    transition table's sources and rule, and nothing changed since the read."""
+    conditions = [
+        T.id == task.id,
+        T.version == task.version,
+        status_in(step.sources),
+        T.approval_rule.is_not(None),
+    ]
+    return await update_task_if(conn, conditions, values, now=now)
+
+
+async def insert_vote(conn: AsyncConnection, task_id: uuid.UUID, vote: Vote) -> bool:
+    """Record ``vote``; ``False`` when the person already has a live vote at its stage (the
+    transaction stays usable: the insert runs in a savepoint)."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(
+                task_votes.insert().values(
+                    id=uuid.uuid4(),
+                    task_id=task_id,
+                    stage=vote.stage,
+                    voter=vote.voter,
+                    voter_key_id=uuid.UUID(vote.key_id),
+                    decision=vote.decision.value,
+                    notes=vote.notes,
+                    revision=vote.revision,
+                    digest=vote.digest,
+                    door=vote.door,
+                    created_at=vote.at,
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+async def void_votes(
+    conn: AsyncConnection, task_id: uuid.UUID, *, now: datetime, reason: str
+) -> None:
+    """Every live vote on the task stops counting (kept, with the reason)."""
+    await conn.execute(
+        update(task_votes)
+        .where(V.task_id == task_id, V.voided_at.is_(None))
+        .values(voided_at=now, void_reason=reason)
+    )
+
+
+async def carry_votes(
+    conn: AsyncConnection, task_id: uuid.UUID, *, revision: int, digest: str
+) -> None:
+    """The live votes now stand for ``revision`` (a change to non-material paths only)."""
+    await conn.execute(
+        update(task_votes)
+        .where(V.task_id == task_id, V.voided_at.is_(None))
+        .values(revision=revision, digest=digest)
+    )
+
+
+async def history(conn: AsyncConnection, task_id: uuid.UUID) -> Sequence[dict[str, Any]]:
+    """Every vote cast on the task, voided ones too, oldest first."""
+    statement = select(task_votes).where(V.task_id == task_id).order_by(V.created_at, V.id)
+    return [dict(row._mapping) for row in await conn.execute(statement)]
+
+
+# --- Named rules ------------------------------------------------------------------------
+
+
+async def upsert_rule(
+    conn: AsyncConnection, *, name: str, rule: dict[str, Any], now: datetime, create: bool
+) -> bool:
+    """Insert (``create``) or replace a rule; False when it already exists / does not."""
+    statement: Any
+    if create:
+        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        statement = (
+            dialect_insert(approval_rules)
+            .values(name=name, rule=rule, created_at=now, updated_at=now)
+            .on_conflict_do_nothing()
+            .returning(A.name)
+        )
+    else:
+        statement = (
+            update(approval_rules)
+            .where(A.name == name)
+            .values(rule=rule, updated_at=now)
+            .returning(A.name)
+        )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def find_rule(conn: AsyncConnection, name: str) -> dict[str, Any] | None:
+    row = (await conn.execute(select(approval_rules).where(A.name == name))).first()
+    return dict(row._mapping) if row else None
+
+
+async def list_rules(conn: AsyncConnection) -> Sequence[dict[str, Any]]:
+    statement = select(approval_rules).order_by(A.name)
+    return [dict(r._mapping) for r in await conn.execute(statement)]
+
+
+async def delete_rule(conn: AsyncConnection, name: str) -> bool:
+    statement = delete(approval_rules).where(A.name == name).returning(A.name)
+    return (await conn.execute(statement)).first() is not None
