@@ -15,6 +15,7 @@ from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
 from signoff.console import views
+from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.inbox import FILTER_NAMES, next_in_view
 from signoff.console.rendering import render
@@ -155,6 +156,7 @@ async def _task_values(
         "csrf": csrf_token(request),
         "nav": _nav_query(request),
         "views": views,
+        "voting": console_votes.voting_values(request, task, principal),
     }
 
 
@@ -332,6 +334,9 @@ async def task_action(
     tokens = TokenChanges.of(request)
     if action == "decide":
         return await _decide(request, principal, task_id, tokens)
+    if action == "vote":
+        notices = await console_votes.cast(request, principal, task_id)
+        return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
     notices = await _act(request, principal, task_id, tokens, action)
     return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
 

@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from signoff.crypto import form_mac
+from signoff.domain.approval_rules import votes_from_json
 from signoff.domain.decisions import checked_notes
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, can_read, decision_refusal, task_view
 from signoff.errors import Conflict, ErrorCode, Forbidden, NotFound, SignoffError
 from signoff.services import tasks as task_service
+from signoff.services import votes
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
 from signoff.services.revisions import diff_off_loop
@@ -96,6 +98,16 @@ def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) 
     if row["expires_at"] <= now:
         return LinkState(410, "gone", "This link has expired.")
     view = task_view(task, now)
+    voted = [v for v in votes_from_json(task.votes) if v.voter == row["principal_id"]]
+    if voted:  # their part is done until a new revision voids the votes
+        standing = view["approval_progress"]["text"]
+        return LinkState(
+            200,
+            "decided",
+            f"Your vote is recorded: {voted[-1].decision.value}. {standing}.",
+            {"id": str(task.id), "decision": None, "operator_id": None},
+            row["principal_id"],
+        )
     return LinkState(
         200,
         "open",
@@ -204,6 +216,8 @@ async def decide_by_link(
             extra={"current_revision": task.current_revision},
         )
     digest = task.digest if task.has_subject else None
+    if task.approval_rule is not None:  # several people vote: no lease, the same rules
+        return await _vote_by_link(ctx, token, approver, task, decision, notes, revision, digest)
     notes = checked_notes(decision, notes)
     refusal = decision_refusal(task, approver, decision, revision, digest)
     if refusal is not None:
@@ -260,6 +274,50 @@ async def decide_by_link(
         "decided",
         f"Recorded: {decision.value}. Thank you.",
         task_view(resolved, ctx.now()),
+        approver.principal_id,
+    )
+
+
+async def _vote_by_link(
+    ctx: ServiceContext,
+    token: str,
+    approver: Principal,
+    task: Task,
+    decision: Decision,
+    notes: object,
+    revision: int | None,
+    digest: str | None,
+) -> LinkState:
+    """A vote through the link, by :func:`signoff.services.votes.vote` like every door's."""
+    try:
+        voted = await votes.vote(
+            ctx,
+            approver,
+            str(task.id),
+            decision=decision,
+            notes=notes,
+            revision=revision,
+            digest=digest,
+            door="link",
+        )
+    except SignoffError as error:
+        return await _as_the_link_shows_it(ctx, token, error)
+    if voted.has_subject:
+        async with ctx.database.transaction() as uow:
+            await approval_store.record_view(
+                uow.connection,
+                task_id=voted.id,
+                principal_id=approver.principal_id,
+                revision=int(voted.current_revision or 0),
+                now=ctx.now(),
+            )
+            await uow.commit()
+    standing = task_view(voted, ctx.now())["approval_progress"]["text"]
+    return LinkState(
+        200,
+        "decided",
+        f"Your vote is recorded: {decision.value}. {standing}. Thank you.",
+        task_view(voted, ctx.now()),
         approver.principal_id,
     )
 

@@ -1,0 +1,104 @@
+"""Votes in the console: a task with an approval rule shows where its rule stands, who
+voted what, and — to a person who may vote now — the vote form. Votes go through the same
+service as the API's (:func:`signoff.services.votes.vote`); no lease is taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from signoff.console.shared import Notice, read_form, service_context
+from signoff.domain.approval_rules import (
+    ApprovalRule,
+    progress,
+    rule_from_json,
+    vote_refusal,
+    votes_from_json,
+)
+from signoff.domain.decisions import parse_decision, rule_for
+from signoff.domain.states import REVIEWERS, Decision, TaskStatus
+from signoff.domain.tasks import Principal, Task, decision_refusal
+from signoff.errors import SignoffError
+from signoff.services import votes as vote_service
+
+
+def rule_text(rule: ApprovalRule) -> str:
+    """The rule in one or two sentences, for people."""
+    parts = []
+    for index, stage in enumerate(rule.stages):
+        groups = " and ".join(f"{n} from {g}" for g, n in stage.groups)
+        text = f"{stage.approvals} approval{'s' if stage.approvals != 1 else ''}"
+        if groups:
+            text += f" ({groups})"
+        if len(rule.stages) > 1:
+            text = f"stage {index + 1}, {stage.name}: {text}"
+        parts.append(text)
+    sentence = "Needs " + ", then ".join(parts) + "."
+    sentence += (
+        " A rejection or a revision request ends it."
+        if rule.veto
+        else " A rejection counts as one vote against."
+    )
+    return sentence
+
+
+def voting_values(request: Request, task: Task, principal: Principal) -> dict[str, Any] | None:
+    """What the task page shows of a task's approval rule (``None``: it has none)."""
+    if task.approval_rule is None:
+        return None
+    rule = rule_from_json(task.approval_rule)
+    votes = votes_from_json(task.votes)
+    why_not: str | None = None
+    if task.status is not TaskStatus.PENDING_REVIEW:
+        why_not = None
+    elif principal.role not in REVIEWERS:
+        why_not = "Only reviewers and supervisors vote."
+    else:
+        # What a vote by this person would be told, before they type anything: the
+        # decision rules (the producer's principal) and the approval rule.
+        refusal = decision_refusal(
+            task, principal, Decision.APPROVED, task.current_revision, task.digest
+        ) or vote_refusal(
+            rule,
+            votes,
+            voter=principal.principal_id,
+            voter_groups=principal.groups,
+            requested_by=task.requested_by,
+        )
+        if refusal is not None:
+            why_not = refusal.message[:1].upper() + refusal.message[1:] + "."
+    return {
+        "progress": progress(rule, votes),
+        "rule_text": rule_text(rule),
+        "votes": votes,
+        "verbs": {v.decision: rule_for(v.decision).verb for v in votes},
+        "can_vote": task.status is TaskStatus.PENDING_REVIEW and why_not is None,
+        "why_not": why_not,
+        "kept_notes": getattr(request.state, "vote_notes", ""),
+    }
+
+
+async def cast(request: Request, principal: Principal, task_id: str) -> list[Notice]:
+    """The vote form's submission: recorded, or refused in words with the notes kept."""
+    form = await read_form(request)
+    notes = str(form.get("notes") or "")
+    request.state.vote_notes = notes
+    revision_raw = str(form.get("revision") or "")
+    try:
+        decision = parse_decision(form.get("decision"))
+        task = await vote_service.vote(
+            service_context(request),
+            principal,
+            task_id,
+            decision=decision,
+            notes=notes,
+            revision=int(revision_raw) if revision_raw.isdigit() else None,
+            digest=str(form.get("digest") or "") or None,
+            door="console",
+        )
+    except SignoffError as error:
+        return [Notice(error.message[:1].upper() + error.message[1:] + ".", "error", error)]
+    request.state.vote_notes = ""
+    standing = progress(rule_from_json(task.approval_rule or {}), votes_from_json(task.votes))
+    return [Notice(f"Your vote to {rule_for(decision).verb} is recorded. {standing.text()}.", "ok")]
