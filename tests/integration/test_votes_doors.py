@@ -23,7 +23,11 @@ def deployment(engine: str, database_url: str, clock: ManualClock) -> Iterator[D
 
 def vote_console(deployment: Deployment, who: str, handle: str, decision: str) -> Answer:
     task = deployment.api[who].get(f"/tasks/{deployment.task_id(handle)}").json()
-    form = {"decision": decision, "revision": str(task["current_revision"]), "digest": task["digest"]}
+    form = {
+        "decision": decision,
+        "revision": str(task["current_revision"]),
+        "digest": task["digest"],
+    }
     if decision != "APPROVED":
         form["notes"] = "see the figure"
     return deployment._console_action(who, handle, "vote", form)

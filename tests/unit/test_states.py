@@ -61,8 +61,9 @@ def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the
         Action.EXECUTION_STALLED,
     }
     overseer_actions = {Action.FORCE_RELEASE, Action.HAND_OVER, Action.WITHDRAW}
+    vote_actions = {Action.VOTE, Action.DECIDE_BY_VOTES}
     for action, step in TRANSITIONS.items():
-        if action in lease_actions:
+        if action in lease_actions or action in vote_actions:
             expected = {Role.REVIEWER, Role.SUPERVISOR}
         elif action in system_actions:
             expected = {Role.SYSTEM}
@@ -72,6 +73,17 @@ def test_reviewers_lease_the_system_escalates_overseers_step_in_producers_do_the
             expected = {Role.PRODUCER}
         assert step.roles == expected, action
         assert (step.lease is not LeaseRule.NONE) == (action in lease_actions), action
+
+
+def test_leases_and_votes_never_meet_on_one_task() -> None:
+    """A task with an approval rule is decided by votes and never leased; one without is
+    decided under a lease and never voted on."""
+    for action in (Action.CLAIM, Action.RESOLVE):
+        assert TRANSITIONS[action].by_votes is False, action
+    for action in (Action.VOTE, Action.DECIDE_BY_VOTES, Action.VOID_VOTES):
+        assert TRANSITIONS[action].by_votes is True, action
+        assert TRANSITIONS[action].lease is LeaseRule.NONE, action
+    assert TRANSITIONS[Action.DECIDE_BY_VOTES].event_type == TRANSITIONS[Action.RESOLVE].event_type
 
 
 def test_no_transition_leaves_a_final_status() -> None:

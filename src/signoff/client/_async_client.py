@@ -97,6 +97,8 @@ class AsyncSignoff:
         timeout_seconds: int | None = None,
         on_timeout: str = "reject",
         timeout_group: str | None = None,
+        approval_rule: Mapping[str, Any] | str | None = None,
+        requested_by: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -121,6 +123,8 @@ class AsyncSignoff:
             timeout_seconds=timeout_seconds,
             on_timeout=on_timeout,
             timeout_group=timeout_group,
+            approval_rule=approval_rule,
+            requested_by=requested_by,
         )
         return await self._runner.run(
             ops.escalate(
@@ -266,6 +270,21 @@ class AsyncSignoff:
                 revision=revision,
                 digest=digest,
             )
+        )
+
+    async def vote(
+        self,
+        task: str | Task,
+        *,
+        decision: Decision,
+        notes: str | None = None,
+        revision: int | None = None,
+        digest: str | None = None,
+    ) -> Task:
+        """Vote on a task with an approval rule: no lease is taken (several people vote at
+        once). Pass the :class:`Task` you reviewed to vote on the revision it shows."""
+        return await self._runner.run(
+            ops.vote(task, decision=decision, notes=notes, revision=revision, digest=digest)
         )
 
     async def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:

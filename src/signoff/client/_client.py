@@ -110,6 +110,8 @@ class Signoff:
         timeout_seconds: int | None = None,
         on_timeout: str = "reject",
         timeout_group: str | None = None,
+        approval_rule: Mapping[str, Any] | str | None = None,
+        requested_by: str | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -144,6 +146,8 @@ class Signoff:
             timeout_seconds=timeout_seconds,
             on_timeout=on_timeout,
             timeout_group=timeout_group,
+            approval_rule=approval_rule,
+            requested_by=requested_by,
         )
         return self._runner.run(
             ops.escalate(
@@ -294,6 +298,21 @@ class Signoff:
                 revision=revision,
                 digest=digest,
             )
+        )
+
+    def vote(
+        self,
+        task: str | Task,
+        *,
+        decision: Decision,
+        notes: str | None = None,
+        revision: int | None = None,
+        digest: str | None = None,
+    ) -> Task:
+        """Vote on a task with an approval rule: no lease is taken (several people vote at
+        once). Pass the :class:`Task` you reviewed to vote on the revision it shows."""
+        return self._runner.run(
+            ops.vote(task, decision=decision, notes=notes, revision=revision, digest=digest)
         )
 
     def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:

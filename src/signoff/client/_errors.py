@@ -15,7 +15,8 @@ Every problem document Signoff answers with becomes one of these; the class is c
         │   └── ExecutionTokenRequired   ERR_EXECUTION_TOKEN_REQUIRED
         ├── Unauthorized            401  ERR_UNAUTHENTICATED
         ├── Forbidden               403  ERR_FORBIDDEN, ERR_OPERATOR_MISMATCH, ERR_NOT_IN_GROUP
-        │   └── SelfApproval             ERR_SELF_APPROVAL
+        │   ├── SelfApproval             ERR_SELF_APPROVAL
+        │   └── NotEligibleToVote        ERR_NOT_ELIGIBLE_TO_VOTE
         ├── NotFound                404  ERR_TASK_NOT_FOUND, ERR_ACTION_NOT_FOUND, ...
         ├── Conflict                409
         │   ├── TaskConflict             ERR_TASK_CONFLICT (``task_id``: the existing task)
@@ -27,6 +28,8 @@ Every problem document Signoff answers with becomes one of these; the class is c
         │   ├── AlreadyExecuting         ERR_ALREADY_EXECUTING (``lease_expires_at``)
         │   ├── ApprovalNotValid         ERR_APPROVAL_NOT_VALID (``reason``)
         │   ├── TaskClosed               ERR_TASK_EXPIRED, ERR_TASK_CANCELLED
+        │   ├── AlreadyVoted             ERR_ALREADY_VOTED
+        │   ├── DecidedByVotes           ERR_DECIDED_BY_VOTES
         │   └── IdempotencyKeyInUse      ERR_IDEMPOTENCY_KEY_IN_USE
         ├── PreconditionFailed      412  ERR_REVISION_CONFLICT
         ├── PreconditionRequired    428  ERR_PRECONDITION_REQUIRED
@@ -48,11 +51,13 @@ from typing import Any
 
 __all__ = [
     "AlreadyExecuting",
+    "AlreadyVoted",
     "ApiError",
     "ApprovalNotValid",
     "BadRequest",
     "Conflict",
     "ConnectionFailed",
+    "DecidedByVotes",
     "DecisionTimeout",
     "ExecutionLeaseLost",
     "ExecutionTokenRequired",
@@ -64,6 +69,7 @@ __all__ = [
     "LeaseExpired",
     "LeaseLost",
     "LeaseTokenRequired",
+    "NotEligibleToVote",
     "NotFound",
     "NotReady",
     "PayloadTooLarge",
@@ -227,6 +233,19 @@ class TaskClosed(Conflict):
     """The task expired or was cancelled."""
 
 
+class AlreadyVoted(Conflict):
+    """The caller already voted at this stage of the task's approval rule (a vote counts
+    once; repeating the same vote is not an error)."""
+
+
+class DecidedByVotes(Conflict):
+    """The task has an approval rule: vote on it (``vote``) instead of claiming it."""
+
+
+class NotEligibleToVote(Forbidden):
+    """The task's approval rule does not let the caller vote at this stage."""
+
+
 class IdempotencyKeyInUse(Conflict):
     pass
 
@@ -305,6 +324,9 @@ BY_CODE: dict[str, type[ApiError]] = {
     "ERR_APPROVAL_NOT_VALID": ApprovalNotValid,
     "ERR_TASK_EXPIRED": TaskClosed,
     "ERR_TASK_CANCELLED": TaskClosed,
+    "ERR_ALREADY_VOTED": AlreadyVoted,
+    "ERR_DECIDED_BY_VOTES": DecidedByVotes,
+    "ERR_NOT_ELIGIBLE_TO_VOTE": NotEligibleToVote,
     "ERR_IDEMPOTENCY_KEY_IN_USE": IdempotencyKeyInUse,
     "ERR_REVISION_CONFLICT": PreconditionFailed,
     "ERR_PRECONDITION_REQUIRED": PreconditionRequired,
@@ -354,6 +376,9 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
         "ERR_TOO_MANY_ATTEMPTS",
         "ERR_TOO_MANY_WAITS",
+        "ERR_NOT_DECIDED_BY_VOTES",
+        "ERR_APPROVAL_RULE_NOT_FOUND",
+        "ERR_UNKNOWN_APPROVAL_RULE",
         "ERR_INTERNAL",
         "ERR_HTTP",
     }

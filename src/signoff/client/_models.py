@@ -101,6 +101,17 @@ class Task(_Model):
     )
     lease_token: str | None = Field(default=None, description="Only in claim answers.")
     last_viewed_revision: int | None = None
+    requested_by: str | None = None
+    approval_rule: dict[str, Any] | None = Field(
+        default=None, description="Only on a task decided by votes: its approval rule."
+    )
+    votes: list[dict[str, Any]] | None = Field(
+        default=None, description="Only on a task decided by votes: the live votes."
+    )
+    approval_progress: dict[str, Any] | None = Field(
+        default=None,
+        description="Only on a task decided by votes: where its rule stands (`text` says it).",
+    )
 
     @property
     def is_active(self) -> bool:

@@ -264,6 +264,8 @@ def escalation_body(
     timeout_seconds: int | None = None,
     on_timeout: str = "reject",
     timeout_group: str | None = None,
+    approval_rule: Mapping[str, Any] | str | None = None,
+    requested_by: str | None = None,
 ) -> dict[str, Any]:
     """The escalation request without its ids (:func:`escalate` derives them from the
     caller's key), the precheck hash computed. ``timeout_seconds`` sets the producer's time
@@ -292,6 +294,8 @@ def escalation_body(
         "summary": summary,
         "policy": policy,
         "approval_ttl_seconds": approval_ttl_seconds,
+        "approval_rule": approval_rule,
+        "requested_by": requested_by,
     }
     body.update({name: _plain(value) for name, value in optional.items() if value is not None})
     if timeout_seconds is not None:
@@ -493,6 +497,26 @@ def resolve(
     response = yield _call(
         "POST", f"/tasks/{_id(task_id)}/resolve", json=body, headers=headers, retry=True
     )
+    return _task(response)
+
+
+def vote(
+    task_id: str | Task,
+    *,
+    decision: Decision,
+    notes: str | None,
+    revision: int | None,
+    digest: str | None,
+) -> Op[Task]:
+    """Vote on a task with an approval rule (no lease). Given a :class:`Task`, the revision
+    and digest it shows are the ones voted on; the identical vote repeated is idempotent."""
+    if isinstance(task_id, Task) and task_id.current_revision is not None:
+        revision = revision if revision is not None else task_id.current_revision
+        digest = digest if digest is not None else task_id.digest
+    body: dict[str, Any] = {"decision": decision}
+    optional = {"notes": notes, "revision": revision, "digest": digest}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    response = yield _call("POST", f"/tasks/{_id(task_id)}/votes", json=body, retry=True)
     return _task(response)
 
 
