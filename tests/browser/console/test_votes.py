@@ -1,0 +1,63 @@
+"""A task decided by votes in the console: its progress, who voted what, and a vote form
+for those who may vote — by keyboard, on both engines, with no serious axe issue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser.console.conftest import Served, axe_violations
+from tests.support import escalation
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+SUBJECT = {"title": "Pay ACME", "amount": "100 EUR", "actions": [{"id": "pay"}]}
+
+
+def rule_task(served: Served) -> str:
+    producer = served.key("producer", "bot")
+    body = escalation(subject=SUBJECT, approval_rule={"groups": {"legal": 1, "finance": 1}})
+    with served.api(producer) as client:
+        made = client.post("/tasks/escalate", json=body)
+    assert made.status_code == 201, made.text
+    return str(made.json()["task_id"])
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width: int) -> None:
+    task_id = rule_task(served)
+    lena = signed_in("lena", groups=["legal"], width=width)
+    lena.goto(f"/console/tasks/{task_id}")
+    progress = lena.locator("#vote-progress")
+    expect(progress).to_have_text("0 of 2 approvals — waiting on finance and legal")
+    expect(lena.get_by_role("button", name="Claim")).to_have_count(0)
+    assert axe_violations(lena) == []
+    # Keyboard alone: to the Approve vote button, then Enter.
+    approve = lena.get_by_role("button", name="Vote: Approve")
+    approve.focus()
+    lena.keyboard.press("Enter")
+    expect(progress).to_have_text("1 of 2 approvals — waiting on finance")
+    expect(lena.locator(".vote-list")).to_contain_text("lena voted to approve revision 1")
+    expect(lena.get_by_role("button", name="Vote: Approve")).to_have_count(0)
+    expect(lena.locator(".votes")).to_contain_text("already voted")
+
+    # Someone outside both groups reads why they cannot vote.
+    oscar = signed_in("oscar", groups=["marketing"], width=width)
+    oscar.goto(f"/console/tasks/{task_id}")
+    expect(oscar.locator(".votes")).to_contain_text("decided by finance or legal")
+    expect(oscar.get_by_role("button", name="Vote: Approve")).to_have_count(0)
+
+    # A rejection without notes is refused in words, keeping the page; then the quorum.
+    fiona = signed_in("fiona", groups=["finance"], width=width)
+    fiona.goto(f"/console/tasks/{task_id}")
+    fiona.get_by_role("button", name="Vote: Reject").click()
+    expect(fiona.locator(".notice.error")).to_contain_text("required to reject")
+    fiona.get_by_label("Notes").fill("looks right after all")
+    fiona.get_by_role("button", name="Vote: Approve").click()
+    expect(fiona.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
+    expect(fiona.locator(".vote-list")).to_contain_text("looks right after all")
+    assert axe_violations(fiona) == []
+    # The first voter's open page follows (live updates) or shows it on reload.
+    lena.reload()
+    expect(lena.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
