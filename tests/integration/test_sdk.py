@@ -360,3 +360,36 @@ def test_a_reviewer_reads_the_subject_its_revisions_and_the_diff(server: LiveSer
         assert changes.changed[0]["to"] == "Cut to 3.00%."
         with pytest.raises(NotFound):
             reviewer.get_revision(task.id, 9)
+
+
+def test_votes_through_the_sdk_and_a_wait_that_returns_at_the_quorum(sdk: Any) -> None:
+    from signoff.client import AlreadyVoted, DecidedByVotes
+
+    agent, first, second = sdk("producer"), sdk("reviewer"), sdk("reviewer")
+    task = escalate(agent, "votes-" + uuid.uuid4().hex[:6], approval_rule={"approvals": 2})
+    assert task.approval_progress is not None
+    assert task.approval_progress["required"] == 2
+    decided: list[Task] = []
+    waiter = threading.Thread(
+        target=lambda: decided.append(agent.wait_for_decision(task, timeout=30))
+    )
+    waiter.start()
+    with pytest.raises(DecidedByVotes):
+        first.claim(task)
+    one = first.vote(first.get_task(task), decision="APPROVED")
+    assert one.status == "PENDING_REVIEW"
+    assert one.approval_progress is not None
+    assert one.approval_progress["text"] == "1 of 2 approvals"
+    with pytest.raises(AlreadyVoted):
+        first.vote(one, decision="REJECTED", notes="second thoughts")
+    assert first.vote(one, decision="APPROVED").approval_progress == one.approval_progress
+    # The wait did not return at the first vote; it returns at the quorum.
+    assert decided == []
+    done = second.vote(second.get_task(task), decision="APPROVED")
+    waiter.join(timeout=30)
+    assert done.is_approved
+    assert [t.is_approved for t in decided] == [True]
+    assert [v["voter"] for v in decided[0].votes or []] == [
+        first.get_task(task).votes[0]["voter"],  # type: ignore[index]
+        done.operator_id,
+    ]
