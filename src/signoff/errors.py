@@ -220,6 +220,11 @@ class ErrorCode(StrEnum):
         "The webhook URL points where deliveries may not go.",
     )
     UNKNOWN_POLICY = "ERR_UNKNOWN_POLICY", 422, "The escalation names no known escalation policy."
+    UNKNOWN_GROUP = (
+        "ERR_UNKNOWN_GROUP",
+        422,
+        "A reassignment names a group that no user, API key or escalation policy names.",
+    )
     TIMEOUT_APPROVAL_NOT_ALLOWED = (
         "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
         422,

@@ -70,6 +70,17 @@ def test_a_supervisor_reassigns_a_task_to_a_group(server: LiveServer) -> None:
     task_id = _task(producer)
     token = alice.claim(task_id).json()["lease_token"]
 
+    # A group nobody is in and no policy names would strand the task: refused, the task
+    # unchanged. A member makes it known.
+    typo = sue.post(f"/tasks/{task_id}/reassign", json={"group": "am1"})
+    assert typo.status_code == 422, typo.text
+    assert typo.json()["error_code"] == "ERR_UNKNOWN_GROUP"
+    assert [e["field"] for e in typo.json()["errors"]] == ["group"]
+    assert alice.renew(task_id, token).status_code == 200
+    with server.admin() as admin:
+        member = {"role": "reviewer", "principal_id": "amir", "groups": ["aml"]}
+        assert admin.post("/api-keys", json=member).status_code == 201
+
     moved = sue.post(f"/tasks/{task_id}/reassign", json={"group": "aml"})
     assert moved.status_code == 200, moved.text
     assert (moved.json()["assigned_group"], moved.json()["status"]) == ("aml", "PENDING_REVIEW")
