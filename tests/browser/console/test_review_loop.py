@@ -63,6 +63,9 @@ def test_a_reviewer_decides_twenty_tasks_in_a_row_by_keyboard_without_seeing_the
         "Nothing else in this view: you decided 20 tasks in this reviewing session."
     )
     assert not [url for url in visited if INBOX.search(url)], visited
+    for width in (1280, 375):
+        ann.set_viewport_size({"width": width, "height": 800})
+        assert axe_violations(ann) == [], width
     with served.api(producer) as api:
         tasks = {task_id: _task(api, task_id) for task_id in ids}
     assert {t["status"] for t in tasks.values()} == {"RESOLVED"}
@@ -85,6 +88,9 @@ def test_a_session_keeps_to_the_inbox_filters_and_stopping_keeps_the_held_task(
     progress = ann.locator("#session-progress")
     expect(progress).to_contain_text("group payments")
     expect(progress).to_contain_text("0 decided in this session, 2 waiting")
+    for width in (375, 1280):
+        ann.set_viewport_size({"width": width, "height": 800})
+        assert axe_violations(ann) == [], width
     for number in (1, 2):
         assert ann.url.split("/console/tasks/")[1].split("?")[0] in payments
         ann.keyboard.press("a")
