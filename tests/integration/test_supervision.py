@@ -91,3 +91,32 @@ def test_a_supervisor_reassigns_a_task_to_a_group(server: LiveServer) -> None:
     assert alice.post(f"/tasks/{task_id}/reassign", json={"group": "x"}).status_code == 403
     assert sue.post(f"/tasks/{task_id}/reassign", json={"group": ""}).status_code == 422
     assert server.count("outbox_events", event_type="task.reassigned") == 1
+
+
+def test_the_groups_a_task_can_be_handed_to_are_those_someone_names(server: LiveServer) -> None:
+    producer = server.new_client("producer", "bot")
+    sue = server.new_client("supervisor", "sue")
+    task_id = _task(producer)
+
+    def reassign(group: str) -> str:
+        answer = sue.post(f"/tasks/{task_id}/reassign", json={"group": group})
+        return "moved" if answer.status_code == 200 else str(answer.json()["error_code"])
+
+    assert reassign("legal") == "ERR_UNKNOWN_GROUP"
+    assert reassign("supervisors") == "moved"  # the default policy reassigns to it
+    policy = {
+        "name": "legal-review",
+        "levels": [
+            {"after_seconds": 60, "action": "remind", "notify": ["group:legal"]},
+            {"after_seconds": 60, "action": "expire", "notify": []},
+        ],
+    }
+    with server.admin() as admin:
+        created_policy = admin.post("/escalation-policies", json=policy)
+        assert created_policy.status_code == 201, created_policy.text
+        assert reassign("legal") == "moved"  # a stored policy notifies it
+        member = {"role": "reviewer", "principal_id": "tom", "groups": ["tax"]}
+        created = admin.post("/api-keys", json=member)
+        assert reassign("tax") == "moved"  # an API key is in it
+        assert admin.delete(f"/api-keys/{created.json()['id']}").status_code in (200, 204)
+    assert reassign("tax") == "ERR_UNKNOWN_GROUP"  # revoked: nobody is in it now
