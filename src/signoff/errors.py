@@ -252,6 +252,11 @@ class ErrorCode(StrEnum):
         422,
         "The escalation names no known approval rule.",
     )
+    UNKNOWN_GROUP = (
+        "ERR_UNKNOWN_GROUP",
+        422,
+        "A reassignment names a group that no user, API key or escalation policy names.",
+    )
     TIMEOUT_APPROVAL_NOT_ALLOWED = (
         "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
         422,

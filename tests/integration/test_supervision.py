@@ -70,6 +70,17 @@ def test_a_supervisor_reassigns_a_task_to_a_group(server: LiveServer) -> None:
     task_id = _task(producer)
     token = alice.claim(task_id).json()["lease_token"]
 
+    # A group nobody is in and no policy names would strand the task: refused, the task
+    # unchanged. A member makes it known.
+    typo = sue.post(f"/tasks/{task_id}/reassign", json={"group": "am1"})
+    assert typo.status_code == 422, typo.text
+    assert typo.json()["error_code"] == "ERR_UNKNOWN_GROUP"
+    assert [e["field"] for e in typo.json()["errors"]] == ["group"]
+    assert alice.renew(task_id, token).status_code == 200
+    with server.admin() as admin:
+        member = {"role": "reviewer", "principal_id": "amir", "groups": ["aml"]}
+        assert admin.post("/api-keys", json=member).status_code == 201
+
     moved = sue.post(f"/tasks/{task_id}/reassign", json={"group": "aml"})
     assert moved.status_code == 200, moved.text
     assert (moved.json()["assigned_group"], moved.json()["status"]) == ("aml", "PENDING_REVIEW")
@@ -80,3 +91,32 @@ def test_a_supervisor_reassigns_a_task_to_a_group(server: LiveServer) -> None:
     assert alice.post(f"/tasks/{task_id}/reassign", json={"group": "x"}).status_code == 403
     assert sue.post(f"/tasks/{task_id}/reassign", json={"group": ""}).status_code == 422
     assert server.count("outbox_events", event_type="task.reassigned") == 1
+
+
+def test_the_groups_a_task_can_be_handed_to_are_those_someone_names(server: LiveServer) -> None:
+    producer = server.new_client("producer", "bot")
+    sue = server.new_client("supervisor", "sue")
+    task_id = _task(producer)
+
+    def reassign(group: str) -> str:
+        answer = sue.post(f"/tasks/{task_id}/reassign", json={"group": group})
+        return "moved" if answer.status_code == 200 else str(answer.json()["error_code"])
+
+    assert reassign("legal") == "ERR_UNKNOWN_GROUP"
+    assert reassign("supervisors") == "moved"  # the default policy reassigns to it
+    policy = {
+        "name": "legal-review",
+        "levels": [
+            {"after_seconds": 60, "action": "remind", "notify": ["group:legal"]},
+            {"after_seconds": 60, "action": "expire", "notify": []},
+        ],
+    }
+    with server.admin() as admin:
+        created_policy = admin.post("/escalation-policies", json=policy)
+        assert created_policy.status_code == 201, created_policy.text
+        assert reassign("legal") == "moved"  # a stored policy notifies it
+        member = {"role": "reviewer", "principal_id": "tom", "groups": ["tax"]}
+        created = admin.post("/api-keys", json=member)
+        assert reassign("tax") == "moved"  # an API key is in it
+        assert admin.delete(f"/api-keys/{created.json()['id']}").status_code in (200, 204)
+    assert reassign("tax") == "ERR_UNKNOWN_GROUP"  # revoked: nobody is in it now

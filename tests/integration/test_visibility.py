@@ -116,6 +116,7 @@ def test_a_reviewer_reads_no_task_of_another_group_through_any_api_door(
 def test_a_task_moved_to_another_group_leaves_the_reviewers_view(server: LiveServer) -> None:
     producer = server.new_client("producer", "bot")
     alice = _reviewer(server, "alice", ["a"])
+    _reviewer(server, "bob", ["b"])
     sue = server.new_client("supervisor", "sue")
     task = _task(producer, "a")
     assert alice.get(f"/tasks/{task['id']}").status_code == 200

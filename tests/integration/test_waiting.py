@@ -741,6 +741,7 @@ def test_a_supervisors_reassignment_withdraws_the_old_groups_links(
 ) -> None:
     producer = waiting.new_client("producer", "bot")
     person(waiting, "reviewer", "alice", ["reviewers"])
+    person(waiting, "reviewer", "lena", ["legal"])
     supervisor = person(waiting, "supervisor", "sam", [])
     task = waiting_task(waiting, producer)
     url = _open_link(waiting, mailbox, "alice@example.org")

@@ -189,6 +189,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.FORBIDDEN,
         ErrorCode.TASK_NOT_FOUND,
         ErrorCode.STATE_CONFLICT,
+        ErrorCode.UNKNOWN_GROUP,
     ),
     "GET /r/{token}": (ErrorCode.LINK_NOT_FOUND,),
     "POST /r/{token}": (

@@ -373,6 +373,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_READ_ONLY_FIELD",
         "ERR_WEBHOOK_URL_FORBIDDEN",
         "ERR_UNKNOWN_POLICY",
+        "ERR_UNKNOWN_GROUP",
         "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED",
         "ERR_TOO_MANY_ATTEMPTS",
         "ERR_TOO_MANY_WAITS",

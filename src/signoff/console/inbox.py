@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import Request
 from starlette.responses import Response
 
-from signoff.console import views
+from signoff.console import review_session, views
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.rendering import render
 from signoff.console.shared import (
@@ -126,26 +126,12 @@ async def inbox_rows(request: Request, principal: SignedIn) -> Response:
 
 @router.post("/start")
 async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
-    """Claim the next task the reviewer may take (filters of the current view apply)."""
+    """Start a reviewing session: claim the oldest task the reviewer may take (the
+    filters of the current view apply) and open it; each decision then opens the next
+    (:mod:`signoff.console.review_session`)."""
     form = await read_form(request)
-    filters = InboxFilters(
-        entity_type=str(form.get("entity_type") or "") or None,
-        reason_code=str(form.get("reason_code") or "") or None,
-    )
-    tokens = TokenChanges.of(request)
-    try:
-        grant = await task_service.claim_next(
-            service_context(request),
-            principal,
-            entity_type=filters.entity_type,
-            reason_code=filters.reason_code,
-        )
-    except SignoffError as error:
-        return go(request, "/console?" + urlencode({"notice": "refused", "code": error.error_code}))
-    if grant is None:
-        return go(request, "/console?" + urlencode({"view": "available", "notice": "nothing"}))
-    tokens.keep(grant.task.id, grant.lease_token)
-    return go(request, f"/console/tasks/{grant.task.id}?view=mine", tokens)
+    filters = review_session.filters_of({name: form.get(name) or "" for name in FILTER_NAMES})
+    return await review_session.start(request, principal, filters)
 
 
 @router.post("/bulk")
@@ -224,8 +210,10 @@ def _meaning(code: str) -> str | None:
 async def next_in_view(
     context: ServiceContext, principal: Principal, nav: str, decided: uuid.UUID
 ) -> str | None:
-    """The next task of the view the reviewer came from (``nav``: that view's query),
-    other than the one just decided."""
+    """Outside a reviewing session: the next task of the view the reviewer came from
+    (``nav``: that view's query), other than the one just decided, opened unclaimed.
+    The Mine view goes on with the next task the reviewer holds; a view of tasks held by
+    someone else skips those (the reviewer could not act on them)."""
     params = {k: v[0] for k, v in parse_qs(nav).items()}
     try:
         view = View(params.get("view") or View.AVAILABLE.value)
@@ -233,15 +221,15 @@ async def next_in_view(
         view = View.AVAILABLE
     if view not in inbox_service.views_for(principal):
         view = View.AVAILABLE
-    level = params.get("level") or ""
-    filters = InboxFilters(
-        entity_type=params.get("entity_type") or None,
-        reason_code=params.get("reason_code") or None,
-        group=params.get("group") or None,
-        level=int(level) if level.isdigit() and len(level) < 6 else None,
-    )
-    tasks = await inbox_service.list_view(context, principal, view, filters, limit=5)
+    filters = review_session.filters_of(params)
+    tasks = await inbox_service.list_view(context, principal, view, filters, limit=50)
+    now = context.now()
     for task in tasks:
-        if task.id != decided:
+        held_by_other = (
+            task.status is TaskStatus.CLAIMED
+            and not task.lease_lapsed(now)
+            and task.claimed_by != principal.principal_id
+        )
+        if task.id != decided and not held_by_other:
             return f"/console/tasks/{task.id}?{nav}" if nav else f"/console/tasks/{task.id}"
     return None

@@ -11,9 +11,9 @@ from starlette.staticfiles import StaticFiles
 
 def install_console(app: FastAPI) -> None:
     """Mount the console on ``app``: its pages and its vendored static assets."""
-    from signoff.console import events, inbox, task_page
+    from signoff.console import events, inbox, review_session, task_page
 
     static = resources.files("signoff.console").joinpath("static")
     app.mount("/console/static", StaticFiles(directory=str(static)), name="console-static")
-    for page in (inbox, task_page, events):
+    for page in (inbox, task_page, review_session, events):
         app.include_router(page.router)

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import views
+from signoff.console import review_session, views
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.inbox import FILTER_NAMES, next_in_view
@@ -41,6 +41,8 @@ from signoff.services import tasks as task_service
 from signoff.services.context import ServiceContext
 
 router = page_router()
+
+ACTIVE = (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED)
 
 
 def _event_text(event: dict[str, Any], me: str) -> str:
@@ -149,7 +151,7 @@ async def _task_values(
         "lease_left": lease_left,
         "lease_expires_at": rfc3339(task.lease_expires_at) if mine else None,
         "warn_seconds": WARN_SECONDS,
-        "active": task.status in (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED),
+        "active": task.status in ACTIVE,
         "supervisor": principal.role in OVERSEERS,
         "can_review": principal.role in REVIEWERS,
         "notices": all_notices,
@@ -157,6 +159,12 @@ async def _task_values(
         "nav": _nav_query(request),
         "views": views,
         "voting": console_votes.voting_values(request, task, principal),
+        "session": await review_session.page_values(
+            context, principal, request.query_params, str(task.id)
+        ),
+        "groups": await supervision.known_groups(context, principal)
+        if principal.role in OVERSEERS and task.status in ACTIVE
+        else [],
     }
 
 
@@ -186,13 +194,14 @@ def _earlier_decisions(trail: list[dict[str, Any]], me: str) -> list[dict[str, A
 
 
 def _nav_query(request: Request) -> str:
-    """The inbox view (and filters) the reviewer came from, carried for "next task"."""
+    """The inbox view (and filters) the reviewer came from, carried for "next task", and
+    the reviewing session the task was opened in."""
     pairs = {
         name: request.query_params[name]
         for name in ("view", *FILTER_NAMES)
         if request.query_params.get(name)
     }
-    return urlencode(pairs)
+    return urlencode(pairs | review_session.session_nav(request.query_params))
 
 
 async def _task_response(
@@ -386,8 +395,12 @@ async def _decide(
         notice = await _refusal_notice(context, principal, task_id, error)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
     tokens.drop(task_id)
+    nav = str(form.get("nav") or "")
+    following_in_session = await review_session.after_decision(request, principal, nav, tokens)
+    if following_in_session is not None:
+        return following_in_session
     if str(form.get("next") or "") == "on":
-        following = await next_in_view(context, principal, str(form.get("nav") or ""), task.id)
+        following = await next_in_view(context, principal, nav, task.id)
         if following is not None:
             return go(request, following, tokens)
         return go(

@@ -12,7 +12,7 @@ from typing import Any
 
 from signoff.domain.states import Action, TaskStatus, Transition, transition
 from signoff.domain.tasks import Principal, Task, require_role
-from signoff.errors import Conflict, ErrorCode, FieldError, validation_error
+from signoff.errors import Conflict, ErrorCode, FieldError, Unprocessable, validation_error
 from signoff.services import notifications
 from signoff.services.common import get_task, record_transition
 from signoff.services.context import ServiceContext
@@ -20,7 +20,7 @@ from signoff.store import supervision as store
 from signoff.store import tasks as task_store
 from signoff.store.runtime.database import UnitOfWork
 
-__all__ = ["cancel", "force_release", "reassign"]
+__all__ = ["cancel", "force_release", "known_groups", "reassign"]
 
 MAX_GROUP_LENGTH = 100
 
@@ -62,12 +62,42 @@ async def force_release(
     return updated
 
 
+async def known_groups(ctx: ServiceContext, principal: Principal) -> list[str]:
+    """The groups a task can be handed to, sorted: those some enabled user or unrevoked
+    API key belongs to, or some escalation policy (a stored one or the default) notifies
+    or reassigns to. A group nobody names would strand the task: nobody could see it."""
+    require_role(principal, transition(Action.HAND_OVER).roles, "reassign tasks")
+    async with ctx.database.transaction(write=False) as uow:
+        member_lists, stored_levels = await store.named_groups(uow.connection)
+    found: set[str] = set()
+    for groups in member_lists:
+        found.update(g for g in groups or () if isinstance(g, str))
+    default_levels = ctx.settings.default_policy.as_json()["levels"]
+    for levels in [*stored_levels, default_levels]:
+        for level in levels if isinstance(levels, list) else ():
+            found.update(_groups_of_level(level))
+    return sorted(found)
+
+
+def _groups_of_level(level: object) -> set[str]:
+    if not isinstance(level, dict):
+        return set()
+    named = {level.get("assign_group")} | {
+        target.removeprefix("group:")
+        for target in level.get("notify") or ()
+        if isinstance(target, str) and target.startswith("group:")
+    }
+    return {name for name in named if isinstance(name, str) and name}
+
+
 async def reassign(ctx: ServiceContext, principal: Principal, raw_task_id: str, group: str) -> Task:
     """Hand an active task to ``group``: it goes back to that group's queue (a lease held
     ends) and the group's reviewers are notified like an escalation's reassignment.
 
     Raises:
-        Unprocessable: ``ERR_VALIDATION`` for an empty or overlong group name.
+        Unprocessable: ``ERR_VALIDATION`` for an empty or overlong group name;
+            ``ERR_UNKNOWN_GROUP`` (field ``group``) for a group no user, API key or
+            escalation policy names (:func:`known_groups`): its tasks would reach nobody.
         Conflict: ``ERR_STATE_CONFLICT`` once decided, expired or cancelled.
     """
     step = transition(Action.HAND_OVER)
@@ -76,6 +106,13 @@ async def reassign(ctx: ServiceContext, principal: Principal, raw_task_id: str, 
     if not name or len(name) > MAX_GROUP_LENGTH or "\x00" in name:
         raise validation_error(
             [FieldError("group", f"must be 1 to {MAX_GROUP_LENGTH} characters, without U+0000")]
+        )
+    if name not in await known_groups(ctx, principal):
+        raise Unprocessable(
+            f"no user, API key or escalation policy names the group {name!r}: choose a known "
+            "group, or add a member to it first",
+            error_code=ErrorCode.UNKNOWN_GROUP,
+            errors=[FieldError("group", "is not a known group")],
         )
     task = await get_task(ctx, principal, raw_task_id)
     now = ctx.now()

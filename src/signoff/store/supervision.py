@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Task
-from signoff.store.tables import review_tasks
+from signoff.store.tables import api_keys, escalation_policies, review_tasks, users
 from signoff.store.tasks import LEASE_CLEARED, status_in, update_task_if
 
 T = review_tasks.c
@@ -52,3 +54,15 @@ async def withdraw_task(
     conditions = [T.id == task_id, status_in(step.sources)]
     values = {"status": step.status_after().value, **LEASE_CLEARED}
     return await update_task_if(conn, conditions, values, now=now)
+
+
+async def named_groups(conn: AsyncConnection) -> tuple[list[Any], list[Any]]:
+    """What names groups: the ``groups`` of every enabled user and unrevoked API key, and
+    the ``levels`` of every stored escalation policy (as stored, for the service to read)."""
+    member_lists = [
+        row[0]
+        for table, live in ((users, users.c.disabled_at), (api_keys, api_keys.c.revoked_at))
+        for row in await conn.execute(select(table.c.groups).where(live.is_(None)))
+    ]
+    levels = [row[0] for row in await conn.execute(select(escalation_policies.c.levels))]
+    return member_lists, levels

@@ -161,7 +161,8 @@ def test_the_lease_countdown_lapsing_locks_the_buttons_until_extended(
     expect(timer).to_be_visible()
     # The lease is shorter than the warning period: the warning is announced at once.
     expect(ann.locator("#lease-warning")).to_contain_text("Your lease lapses in")
-    expect(ann.locator("#lease-warning")).to_have_attribute("aria-live", "assertive")
+    expect(ann.locator("#lease-announce")).to_contain_text("Your lease lapses in")
+    expect(ann.locator("#lease-announce")).to_have_attribute("aria-live", "assertive")
     expect(timer).to_have_text("lapsed", timeout=20000)
     expect(ann.get_by_role("button", name="Approve")).to_be_disabled()
     expect(ann.locator("#lease-warning")).to_contain_text("decision buttons are locked")
@@ -183,7 +184,8 @@ def test_a_supervisor_force_releases_a_lease_and_the_holder_is_told(
     expect(sue.get_by_text("held by ann")).to_be_visible()
     sue.goto(_task_url(task_id))
     expect(sue.get_by_text("Held by ann")).to_be_visible()
-    sue.get_by_role("button", name="Force release").click()
+    sue.get_by_role("button", name="Force release…").click()
+    sue.get_by_role("dialog").get_by_role("button", name="Force release").click()
     expect(sue.get_by_text("Force-released the lease held by ann")).to_be_visible()
     expect(sue.locator("table.history")).to_contain_text("forced, was held by ann")
     # The holder's open page says so at once, and their lease no longer works.
@@ -266,6 +268,7 @@ def test_the_inbox_shows_new_tasks_behind_a_pill_and_keeps_filters_in_the_addres
 def test_a_supervisor_reassigns_several_tasks_at_once(served: Served, signed_in: Any) -> None:
     producer = served.key("producer", "bot")
     ids = [served.escalate(producer) for _ in range(2)]
+    served.user("amy", groups=["aml"])  # a group someone is in: a known group
     sue = signed_in("sue", "supervisor")
     sue.goto("/console?view=all")
     for box in sue.get_by_role("checkbox").all():

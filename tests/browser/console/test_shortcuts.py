@@ -168,3 +168,57 @@ def test_an_unknown_email_link_says_what_to_do(served: Served, chromium: Any) ->
         page.wait_for_url("**/console/login**")
     finally:
         context.close()
+
+
+def test_r_then_enter_rejects_once_the_notes_are_typed(served: Served, signed_in: Any) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer)
+    ann = signed_in("ann")
+    ann.goto(f"/console/tasks/{task_id}")
+    ann.get_by_role("button", name="Claim").click()
+    expect(ann.locator("#lease-timer")).to_be_visible()
+    ann.locator("body").focus()
+    ann.keyboard.press("r")
+    notes = ann.get_by_label("Notes")
+    expect(notes).to_be_focused()  # the page says what is needed, where it is needed
+    expect(ann.locator("#notes-pending")).to_contain_text(
+        "Reject: type your notes here (say why, so the requester can act on it)"
+    )
+    ann.keyboard.press("Enter")  # nothing typed yet: nothing sent, and it says why
+    expect(ann.locator("#decide-error")).to_contain_text("Notes are required to reject")
+    expect(notes).to_have_value("")
+    ann.keyboard.type("the amount is above the approved limit")
+    ann.keyboard.press("Enter")
+    ann.wait_for_url("**/console?notice=decided")
+    with served.api(producer) as api:
+        task = api.get(f"/tasks/{task_id}").json()
+    assert (task["decision"], task["notes"]) == (
+        "REJECTED",
+        "the amount is above the approved limit",
+    )
+
+
+def test_esc_leaves_the_notes_and_the_shortcuts_work_again(served: Served, signed_in: Any) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer)
+    ann = signed_in("ann")
+    ann.goto(f"/console/tasks/{task_id}")
+    ann.get_by_role("button", name="Claim").click()
+    notes = ann.get_by_label("Notes")
+    notes.click()
+    ann.keyboard.type("duplicate of an earlier payout")
+    ann.keyboard.press("Control+Enter")  # no decision chosen yet: it says how
+    expect(ann.locator("#decide-error")).to_contain_text("Choose a decision first")
+    ann.keyboard.press("Escape")
+    expect(notes).not_to_be_focused()
+    ann.keyboard.press("r")  # a shortcut again, not an "r" in the notes
+    expect(notes).to_have_value("duplicate of an earlier payout")
+    expect(ann.locator("#confirm-text")).to_contain_text("Reject")
+    ann.keyboard.press("Escape")  # cancels the confirmation
+    expect(ann.locator("#confirm")).to_be_hidden()
+    ann.keyboard.press("r")
+    ann.keyboard.press("Meta+Enter")  # Cmd+Enter sends the chosen decision too
+    ann.wait_for_url("**/console?notice=decided")
+    with served.api(producer) as api:
+        task = api.get(f"/tasks/{task_id}").json()
+    assert (task["decision"], task["notes"]) == ("REJECTED", "duplicate of an earlier payout")

@@ -50,10 +50,29 @@
   }
 
   document.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.altKey) {
+      if (sendChosen()) event.preventDefault();
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     var dialog = $("#shortcuts");
+    if ($("dialog[open]")) return;  // a dialog handles its own keys (Esc closes it)
     if (event.key === "Escape") {
-      if (cancelConfirm()) event.preventDefault();
+      var confirmed = cancelConfirm();
+      var cancelled = cancelPending() || confirmed;
+      if (typing(event.target)) {
+        // Leave the field: the shortcut keys work again, from the Decision panel.
+        event.target.blur();
+        var heading = $("#decision-h");
+        if (heading && event.target.closest("#task-body")) heading.focus({ preventScroll: true });
+        cancelled = true;
+      }
+      if (cancelled) event.preventDefault();
+      return;
+    }
+    if (event.key === "Enter" && !event.shiftKey && event.target.id === "notes" && pendingChoice()) {
+      sendChosen();
+      event.preventDefault();
       return;
     }
     if (typing(event.target)) return;
@@ -85,6 +104,10 @@
   document.addEventListener("click", function (event) {
     var opener = event.target.closest("[data-shortcuts-open]");
     if (opener) { var d = $("#shortcuts"); if (d) d.showModal(); }
+    var asks = event.target.closest("[data-open-dialog]");
+    if (asks) { var ask = document.getElementById(asks.getAttribute("data-open-dialog")); if (ask) ask.showModal(); }
+    var closer = event.target.closest("[data-close-dialog]");
+    if (closer) { closer.closest("dialog").close(); }
     var row = event.target.closest("#rows tr[data-task-id]");
     if (row && !event.target.closest("a, button, input, label")) {
       window.location.href = row.getAttribute("data-href");
@@ -102,6 +125,85 @@
     return true;
   }
 
+  /* A decision that needs notes, chosen before any were typed: the notes field has the
+     focus, and Enter (or Ctrl+Enter) there confirms it once notes are typed. */
+  function pendingChoice() {
+    var form = $("#decide");
+    return form && form.getAttribute("data-pending");
+  }
+
+  function cancelPending() {
+    var form = $("#decide");
+    if (!form || !form.getAttribute("data-pending")) return false;
+    form.removeAttribute("data-pending");
+    var hint = $("#notes-pending"); if (hint) { hint.hidden = true; hint.textContent = ""; }
+    var error = $("#decide-error"); if (error) error.textContent = "";
+    return true;
+  }
+
+  function button(decision) {
+    return $('#decide [data-decision="' + decision + '"]');
+  }
+
+  /* What stops a decision now, said in words (and the field to fix focused); "" if none. */
+  function problem(form, submitter) {
+    var notes = $("#notes", form).value.trim();
+    var payload = $("#payload", form).value.trim();
+    $("#payload-error").textContent = "";
+    if (submitter.disabled) return "The decision buttons are locked: " +
+      ($("#task-body").getAttribute("data-lapsed") ? "your lease lapsed. Extend the lease or claim the task again." :
+       "read the changes first.");
+    if (submitter.getAttribute("data-notes-required") && !notes) {
+      $("#notes", form).focus();
+      return "Notes are required to " + submitter.getAttribute("data-notes-required") + ".";
+    }
+    if (payload) {
+      try { JSON.parse(payload); } catch (e) {
+        $("#payload-error").textContent = "The resolution payload is not valid JSON: " + e.message;
+        var details = $("details.payload", form); if (details) details.open = true;
+        $("#payload", form).focus();
+        return "Correct the resolution payload first.";
+      }
+    }
+    return "";
+  }
+
+  function keyList() {
+    return $all("#decide [data-decision]").map(function (b) { return b.getAttribute("data-key"); }).join(", ");
+  }
+
+  /* Ctrl+Enter (or Cmd+Enter), and Enter in the notes after choosing a decision that
+     needs them: send the chosen decision. True when the keys were for this. */
+  function sendChosen() {
+    var form = $("#decide");
+    if (!form) return false;
+    var error = $("#decide-error");
+    var choice = form.getAttribute("data-choice") || form.getAttribute("data-pending");
+    if (!choice) {
+      error.textContent = "Choose a decision first: press Esc to leave the field, then one of " +
+        keyList() + " (or click its button).";
+      return true;
+    }
+    var chosen = button(choice);
+    if (!chosen) return true;
+    var why = problem(form, chosen);
+    if (why) { error.textContent = why; return true; }
+    send(choice);
+    return true;
+  }
+
+  function send(choice) {
+    var form = $("#decide");
+    var hidden = $('input[type="hidden"][name="decision"]', form);
+    hidden.disabled = false;
+    hidden.value = choice;
+    $("#confirm").hidden = true;
+    form.removeAttribute("data-pending");
+    var toggle = $("#next-toggle");
+    if (toggle) localStorage.setItem("signoff.next", toggle.checked ? "on" : "off");
+    htmx.trigger(form, "confirmed");
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (form.id !== "decide") return;
@@ -110,23 +212,20 @@
     var decision = submitter && submitter.getAttribute("data-decision");
     if (!decision) return;
     var error = $("#decide-error");
-    var notes = $("#notes", form).value.trim();
-    var payload = $("#payload", form).value.trim();
+    cancelPending();
+    cancelConfirm();
     error.textContent = "";
-    $("#payload-error").textContent = "";
-    var needsNotes = submitter.getAttribute("data-notes-required");
-    if (needsNotes && !notes) {
-      error.textContent = "Notes are required to " + needsNotes + ".";
-      $("#notes", form).focus();
-      return;
-    }
-    if (payload) {
-      try { JSON.parse(payload); } catch (e) {
-        $("#payload-error").textContent = "The resolution payload is not valid JSON: " + e.message;
-        var details = $("details.payload", form); if (details) details.open = true;
-        $("#payload", form).focus();
-        return;
+    var why = problem(form, submitter);
+    if (why) {
+      error.textContent = why;
+      if (submitter.getAttribute("data-notes-required") && !$("#notes", form).value.trim()) {
+        form.setAttribute("data-pending", decision);
+        var hint = $("#notes-pending");
+        hint.textContent = submitter.getAttribute("data-label") + ": type your notes here (" +
+          submitter.getAttribute("data-notes-hint") + "), then press Enter to confirm. Esc cancels.";
+        hint.hidden = false;
       }
+      return;
     }
     form.setAttribute("data-choice", decision);
     var body = $("#task-body");
@@ -143,13 +242,7 @@
       var form = $("#decide");
       var choice = form && form.getAttribute("data-choice");
       if (!choice) return;
-      var hidden = $('input[type="hidden"][name="decision"]', form);
-      hidden.disabled = false;
-      hidden.value = choice;
-      $("#confirm").hidden = true;
-      var toggle = $("#next-toggle");
-      if (toggle) localStorage.setItem("signoff.next", toggle.checked ? "on" : "off");
-      htmx.trigger(form, "confirmed");
+      send(choice);
       return;
     }
     if (event.target.closest("[data-unlock]")) {
@@ -159,9 +252,87 @@
     }
   });
 
+  /* Unsent notes: kept in this browser tab (sessionStorage) by task and revision, so a
+     reload, a lapse or a supervisor's force release never loses them; cleared once a
+     decision on the task is recorded. */
+
+  var DRAFT = "signoff.draft.";
+
+  function draftKey(body) {
+    return DRAFT + body.getAttribute("data-task-id") + "@" + (body.getAttribute("data-revision") || "");
+  }
+
+  function storage() {
+    try { return window.sessionStorage; } catch (e) { return null; }
+  }
+
+  function readDraft(body) {
+    var store = storage();
+    var raw = store && store.getItem(draftKey(body));
+    if (!raw) return null;
+    try { return JSON.parse(raw); } catch (e) { return null; }
+  }
+
+  function keepDraft() {
+    var body = $("#task-body"), form = $("#decide"), store = storage();
+    if (!body || !form || !store) return;
+    var notes = $("#notes", form).value, payload = $("#payload", form).value;
+    if (notes || payload) store.setItem(draftKey(body), JSON.stringify({ notes: notes, payload: payload }));
+    else store.removeItem(draftKey(body));
+  }
+
+  function forgetDrafts(taskId) {
+    var store = storage();
+    if (!store) return;
+    var prefix = DRAFT + taskId + "@";
+    for (var i = store.length - 1; i >= 0; i--) {
+      var key = store.key(i);
+      if (key && key.indexOf(prefix) === 0) store.removeItem(key);
+    }
+  }
+
+  document.addEventListener("input", function (event) {
+    if (event.target.closest && event.target.closest("#decide")) keepDraft();
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var elt = event.detail.elt;
+    var status = event.detail.xhr && event.detail.xhr.status;
+    if (elt && elt.id === "decide" && status >= 200 && status < 300) {
+      var body = $("#task-body");
+      if (body) forgetDrafts(body.getAttribute("data-task-id"));
+    }
+  });
+
+  function showDraft(body) {
+    var status = body.getAttribute("data-status");
+    if (status !== "PENDING_REVIEW" && status !== "CLAIMED") {
+      forgetDrafts(body.getAttribute("data-task-id"));  // decided (or withdrawn): done with
+      return;
+    }
+    var draft = readDraft(body);
+    if (!draft) return;
+    var notes = $("#notes", body), payload = $("#payload", body);
+    if (notes && !notes.value) notes.value = draft.notes || "";
+    if (payload && !payload.value) payload.value = draft.payload || "";
+    var kept = $("#draft-kept", body);
+    if (kept && draft.notes) {
+      $("#draft-kept-text", kept).textContent = draft.notes;
+      kept.hidden = false;
+    }
+  }
+
   /* Lease countdown ----------------------------------------------------------------- */
 
   var leaseTimer = null;
+
+  /* The warning counts down every second where it is seen; a screen reader hears it when
+     it starts and as it passes each whole minute, 0:30 and 0:10, not every second. */
+  function marks(warn) {
+    var list = [];
+    for (var m = Math.floor(warn / 60) * 60; m >= 60; m -= 60) if (m < warn) list.push(m);
+    return list.concat([30, 10].filter(function (m) { return m < warn; }));
+  }
 
   function startLease(body) {
     if (leaseTimer) { clearInterval(leaseTimer); leaseTimer = null; }
@@ -169,7 +340,11 @@
     if (isNaN(left)) return;
     var warn = parseFloat(body.getAttribute("data-warn") || "120");
     var started = performance.now();
+    var pending = marks(warn);
     var warned = false;
+    function warning(seconds) {
+      return "Your lease lapses in " + clock(seconds) + ". Press e (Extend lease) to keep it.";
+    }
     function tick() {
       var remaining = left - (performance.now() - started) / 1000;
       var timer = $("#lease-timer");
@@ -181,10 +356,16 @@
         return;
       }
       timer.textContent = clock(remaining) + " left";
-      if (!warned && remaining <= warn) {
+      if (remaining > warn) return;
+      $("#lease-warning").textContent = warning(remaining);
+      var announce = $("#lease-announce");
+      if (!warned) {
         warned = true;
-        $("#lease-warning").textContent =
-          "Your lease lapses in " + clock(remaining) + ". Press e (Extend lease) to keep it.";
+        pending = pending.filter(function (m) { return m < remaining; });
+        if (announce) announce.textContent = warning(remaining);
+      } else if (pending.length && remaining <= pending[0]) {
+        if (announce) announce.textContent = warning(pending[0]);
+        pending = pending.filter(function (m) { return m < remaining; });
       }
     }
     tick();
@@ -194,10 +375,20 @@
   function lockForLapse() {
     $all("#decide [data-decision]").forEach(function (b) { b.disabled = true; });
     cancelConfirm();
+    cancelPending();
     var body = $("#task-body");
     if (body) body.setAttribute("data-lapsed", "1");
-    $("#lease-warning").textContent =
-      "Your lease lapsed: the decision buttons are locked. Extend the lease or claim the task again.";
+    // What was true while the lease held is no longer: "Lease extended.", "claimed".
+    $all("#notices .notice.ok").forEach(function (n) { n.remove(); });
+    $all(".meta .status.s-claimed").forEach(function (label) {
+      label.classList.remove("s-claimed");
+      label.classList.add("s-lapsed");
+      label.textContent = "lease lapsed";
+    });
+    var text = "Your lease lapsed: the decision buttons are locked. Extend the lease or claim the task again." +
+      " Your notes stay here.";
+    $("#lease-warning").textContent = text;
+    var announce = $("#lease-announce"); if (announce) announce.textContent = text;
     var reclaim = $("#reclaim"); if (reclaim) reclaim.hidden = false;
   }
 
@@ -379,6 +570,7 @@
       }
       startLease(body);
       restoreDraft(body);
+      showDraft(body);
       var toggle = $("#next-toggle", body);
       if (toggle) toggle.checked = localStorage.getItem("signoff.next") !== "off";
     }

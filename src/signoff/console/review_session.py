@@ -1,0 +1,159 @@
+"""A reviewing session: "Start reviewing" claims the oldest claimable task matching the
+inbox's filters and opens it; after each decision the next one is claimed and opened, with
+a progress line on the task page, until nothing is left to claim or the reviewer stops.
+
+The session lives in the task page's address (``review``: how many tasks were decided in
+it so far, beside the filters), so each tab has its own and a reload keeps it. The address
+carries only numbers and filter values; every sentence shown is fixed here or in the
+templates. Claims go through :mod:`signoff.services.review_queue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import Request
+from starlette.responses import Response
+
+from signoff.console.auth import SignedIn, csrf_token
+from signoff.console.rendering import render
+from signoff.console.shared import TokenChanges, go, page_router, service_context
+from signoff.domain.tasks import Principal
+from signoff.errors import ErrorCode, SignoffError
+from signoff.services import review_queue
+from signoff.services.context import ServiceContext
+from signoff.services.inbox import InboxFilters
+
+router = page_router()
+
+#: The address parameter that marks a reviewing session: the decisions made in it so far.
+SESSION = "review"
+#: The address parameter of a task page opened by "Stop reviewing": the decisions made.
+STOPPED = "stopped"
+FILTERS = ("entity_type", "reason_code", "group", "level")
+FILTER_LABELS = {
+    "entity_type": "entity type",
+    "reason_code": "reason code",
+    "group": "group",
+    "level": "escalation level",
+}
+_MAX_COUNT = 1_000_000
+
+
+def _count(raw: str | None) -> int | None:
+    return int(raw) if raw and raw.isdigit() and len(raw) < 7 else None
+
+
+def filters_of(params: Mapping[str, str]) -> InboxFilters:
+    """The session's filters, as the inbox reads them from its address."""
+    values = {name: (params.get(name) or "").strip() or None for name in FILTERS}
+    level = values["level"]
+    return InboxFilters(
+        entity_type=values["entity_type"],
+        reason_code=values["reason_code"],
+        group=values["group"],
+        level=int(level) if level and level.isdigit() and len(level) < 6 else None,
+    )
+
+
+def _filter_pairs(filters: InboxFilters) -> dict[str, str]:
+    return {n: str(getattr(filters, n)) for n in FILTERS if getattr(filters, n) is not None}
+
+
+def session_query(filters: InboxFilters, decided: int) -> str:
+    """The task page's address query inside a session (the Available view's filters)."""
+    pairs = {"view": "available", **_filter_pairs(filters), SESSION: str(decided)}
+    return urlencode(pairs)
+
+
+def filters_text(filters: InboxFilters) -> str:
+    pairs = _filter_pairs(filters)
+    return ", ".join(f"{FILTER_LABELS[n]} {v}" for n, v in pairs.items())
+
+
+def _params(nav: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(nav).items()}
+
+
+async def start(request: Request, principal: Principal, filters: InboxFilters) -> Response:
+    """Claim the first task of a session and open it (the inbox's "Start reviewing")."""
+    tokens = TokenChanges.of(request)
+    try:
+        grant = await review_queue.claim_next(service_context(request), principal, filters)
+    except SignoffError as error:
+        return go(request, "/console?" + urlencode({"notice": "refused", "code": error.error_code}))
+    if grant is None:
+        return go(request, "/console?" + urlencode({"view": "available", "notice": "nothing"}))
+    tokens.keep(grant.task.id, grant.lease_token)
+    return go(request, f"/console/tasks/{grant.task.id}?{session_query(filters, 0)}", tokens)
+
+
+async def after_decision(
+    request: Request, principal: Principal, nav: str, tokens: TokenChanges
+) -> Response | None:
+    """Inside a session (``nav``, the task page's query, names one): claim the next task
+    and open it, or say the session is over. ``None`` outside a session."""
+    params = _params(nav)
+    so_far = _count(params.get(SESSION))
+    if so_far is None:
+        return None
+    decided = min(so_far + 1, _MAX_COUNT)
+    filters = filters_of(params)
+    ended = {**_filter_pairs(filters), "decided": str(decided)}
+    try:
+        grant = await review_queue.claim_next(service_context(request), principal, filters)
+    except SignoffError as error:
+        reason = "limit" if error.error_code is ErrorCode.CLAIM_LIMIT else "refused"
+        return go(request, "/console/review/done?" + urlencode({**ended, "reason": reason}), tokens)
+    if grant is None:
+        return go(request, "/console/review/done?" + urlencode(ended), tokens)
+    tokens.keep(grant.task.id, grant.lease_token)
+    return go(request, f"/console/tasks/{grant.task.id}?{session_query(filters, decided)}", tokens)
+
+
+async def page_values(
+    context: ServiceContext, principal: Principal, params: Mapping[str, str], task_id: str
+) -> dict[str, Any] | None:
+    """The task page's session line: in a session, its progress and the way out; after
+    "Stop reviewing", how many were decided. ``None`` for a task opened otherwise."""
+    filters = filters_of(params)
+    decided = _count(params.get(SESSION))
+    if decided is not None:
+        stop = {"view": "available", **_filter_pairs(filters), STOPPED: str(decided)}
+        return {
+            "active": True,
+            "decided": decided,
+            "waiting": await review_queue.waiting(context, principal, filters),
+            "filters": filters_text(filters),
+            "stop_url": f"/console/tasks/{task_id}?{urlencode(stop)}",
+        }
+    stopped = _count(params.get(STOPPED))
+    if stopped is not None:
+        return {"active": False, "decided": stopped, "filters": filters_text(filters)}
+    return None
+
+
+def session_nav(params: Mapping[str, str]) -> dict[str, str]:
+    """The session's part of a task page's address, carried by its forms."""
+    return {SESSION: params[SESSION]} if _count(params.get(SESSION)) is not None else {}
+
+
+@router.get("/review/done")
+async def done(request: Request, principal: SignedIn) -> Response:
+    """The end of a session: nothing left to claim (or the claim limit reached)."""
+    params = request.query_params
+    filters = filters_of(params)
+    reason = params.get("reason")
+    return render(
+        request,
+        "review_done.html",
+        principal=principal,
+        decided=_count(params.get("decided")) or 0,
+        reason=reason if reason in ("limit", "refused") else None,
+        filters=filters,
+        filters_text=filters_text(filters),
+        inbox_query=urlencode({"view": "available", **_filter_pairs(filters)}),
+        csrf=csrf_token(request),
+    )
