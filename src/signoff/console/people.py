@@ -274,6 +274,15 @@ def _taken_away(person: User, role: Role, groups: list[str]) -> list[str]:
     return lost
 
 
+def _if_yourself(principal: Principal, person: User) -> list[str]:
+    if person.principal_id != principal.principal_id:
+        return []
+    return [
+        "This is your own account: you may lose access to this page, and only another "
+        "administrator can give it back."
+    ]
+
+
 def _confirm_page(
     request: Request,
     principal: Principal,
@@ -327,7 +336,8 @@ async def change_access(request: Request, principal: CsrfChecked) -> Response:
             found,
             title=f"Take access away from {found.principal_id}?",
             consequences=[f"{item[:1].upper()}{item[1:]}." for item in lost]
-            + ["This applies from their next click; a task they hold now stays theirs."],
+            + ["This applies from their next click; a task they hold now stays theirs."]
+            + _if_yourself(principal, found),
             action=f"{PEOPLE_PATH}/access",
             button="Yes, change the access",
             fields={"principal_id": found.principal_id, "role": role.value, "groups": groups_typed},
@@ -366,6 +376,7 @@ async def disable_person(request: Request, principal: CsrfChecked) -> Response:
                 "and signing in is refused.",
                 "Their unused set-password links stop working.",
                 "Nothing they decided changes. You can enable them again later.",
+                *_if_yourself(principal, found),
             ],
             action=f"{PEOPLE_PATH}/disable",
             button=f"Yes, disable {found.principal_id}",

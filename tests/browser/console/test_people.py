@@ -207,7 +207,15 @@ def test_changing_groups_changes_what_a_reviewer_sees(served: Served, signed_in:
 
 
 def test_a_lesser_role_is_confirmed_first(served: Served, signed_in: Any) -> None:
-    admin = signed_in(_name("ada"), "admin")
+    admin_id = _name("ada")
+    admin = signed_in(admin_id, "admin")
+    admin.goto(f"/console/people/edit?principal_id={admin_id}")
+    admin.get_by_role("combobox", name="Role").select_option("supervisor")
+    admin.get_by_role("button", name="Save the role and groups").click()
+    expect(admin.locator("main")).to_contain_text("This is your own account")
+    admin.get_by_role("link", name="Cancel: change nothing").click()
+    expect(admin.locator("main")).to_contain_text("admin")
+    assert _api_user(served, admin_id)["role"] == "admin"
     sue = served.user(_name("sue"), "supervisor")
     admin.goto(f"/console/people/edit?principal_id={sue}")
     admin.get_by_role("combobox", name="Role").select_option("reviewer")
