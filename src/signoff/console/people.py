@@ -46,8 +46,8 @@ NOTICES = {
 
 #: How each field is named on the page, and what to do when it is refused.
 FIELDS = {
-    "principal_id": ("The principal id", "Use letters, digits, dots or dashes, without spaces."),
-    "email": ("The e-mail address", "Write it as name@example.com, or leave the field empty."),
+    "principal_id": ("The principal id", "For example ann or ann.lee."),
+    "email": ("The E-mail field", "Write it as name@example.com, or leave the field empty."),
     "role": ("The role", "Choose one from the list."),
     "groups": ("A group name", "Separate group names with commas; a name has no spaces."),
 }
