@@ -26,14 +26,9 @@ async def seed_demo(settings: Settings) -> demo.DemoTour:
     database = open_database(settings)
     try:
         context = ServiceContext(database=database, settings=settings, clock=SystemClock())
-        return await demo.populate(context, base_url=server_url(settings))
+        return await demo.populate(context, base_url=settings.listening_url)
     finally:
         await database.dispose()
-
-
-def server_url(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104
-    return f"http://{host}:{settings.port}"
 
 
 def install_receiver(app: FastAPI, secret: str) -> None:
@@ -73,15 +68,26 @@ def install_receiver(app: FastAPI, secret: str) -> None:
 
 def tour(tour: demo.DemoTour, settings: Settings) -> list[str]:
     """The lines printed after the keys: what to open or curl next."""
-    base = server_url(settings)
+    base = settings.public_base_url.rstrip("/")
     t = tour.tasks
     auth = '-H "Authorization: Bearer $REVIEWER"'
+    reviewer, admin = tour.console
     return [
         "Demo ready (running --demo again adds nothing). The demo keys and link are public:",
         "never use --demo on a server others can reach.",
         f"  REVIEWER={tour.reviewer_key}",
         f"  PRODUCER={tour.producer_key}",
+        "Console sign-in (passwords are new at each start; shown only here):",
+        *(
+            f"  {person.role.value}: username {person.principal_id}  password {person.password}"
+            for person in tour.console
+        ),
         "Try:",
+        f"  open {base}/console",
+        f"      the review console: sign in as {reviewer.principal_id}, press n to claim the "
+        "next task, then approve or reject it",
+        f"      as {admin.principal_id}: People (in the header) adds a person and shows "
+        "their set-password link",
         f"  open {tour.link}",
         "      the page a notified reviewer gets: approve or reject the held payment",
         f"  curl -s {base}/tasks {auth}",

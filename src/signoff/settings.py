@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     smtp_tls: bool = False
     smtp_from: str = "signoff@localhost"
     public_base_url: str = "http://127.0.0.1:8000"
+    """Where people reach this server: the start of every link it hands out (set-password
+    links, resume links, single sign-on's return address). Unset, ``signoff serve`` uses
+    the address it listens on (``--host``, ``--port``)."""
     secret_key: str | None = Field(default=None, repr=False)
     """Keys the CSRF tokens of resume-link forms. Unset: a random key per process (set it
     when several replicas serve links)."""
@@ -227,6 +230,20 @@ class Settings(BaseSettings):
     @property
     def oidc_enabled(self) -> bool:
         return bool(self.oidc_issuer and self.oidc_client_id)
+
+    @property
+    def listening_url(self) -> str:
+        """``http://`` and the address ``serve`` listens on (a wildcard host as loopback)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host  # noqa: S104
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def with_public_url(self) -> Settings:
+        """These settings, with ``public_base_url`` the listening address unless it was set."""
+        if "public_base_url" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"public_base_url": self.listening_url})
 
     @property
     def secure_cookies(self) -> bool:

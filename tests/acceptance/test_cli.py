@@ -172,6 +172,56 @@ def test_serve_demo_shows_every_capability_and_is_idempotent(tmp_path: Path) -> 
     assert seen[0] == seen[1]  # the second run added nothing
 
 
+def _console_sign_in(base: str, username: str, password: str) -> httpx.Response:
+    """Sign in through the console's login form, as a browser does (CSRF cookie first)."""
+    with httpx.Client(base_url=base) as browser:
+        form = browser.get("/console/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf, form.text
+        signed = browser.post(
+            "/console/login",
+            data={"csrf": csrf.group(1), "username": username, "password": password},
+        )
+        if signed.status_code != 303:
+            return signed
+        return browser.get("/console")
+
+
+def test_serve_demo_prints_a_console_sign_in_that_works_and_links_on_its_port(
+    tmp_path: Path,
+) -> None:
+    env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
+    admin = {"Authorization": "Bearer acceptance-admin-key-0000"}
+    passwords: list[dict[str, str]] = []
+    for _ in (1, 2):
+        with serve(tmp_path, "--demo", env=env) as served:
+            read_until(served, "/docs")
+            base = served.base_url
+            printed = dict(re.findall(r"username (\S+)\s+password (\S+)", "\n".join(served.output)))
+            assert set(printed) == {"usr_op_771", "demo-admin"}, served.output
+            assert any(line.strip() == f"open {base}/console" for line in served.output)
+            for username, password in printed.items():
+                inbox = _console_sign_in(base, username, password)
+                assert inbox.status_code == 200, inbox.text
+                assert f"Signed in as <strong>{username}</strong>" in inbox.text
+            people = _console_sign_in(base, "demo-admin", printed["demo-admin"])
+            assert 'href="/console/people"' in people.text
+            # A set-password link names the port this server listens on (not 8000).
+            created = httpx.post(
+                f"{base}/users",
+                headers=admin,
+                json={"principal_id": f"p{len(passwords)}", "role": "reviewer"},
+            )
+            assert created.status_code == 201, created.text
+            assert created.json()["set_password_link"].startswith(f"{base}/console/set-password/")
+            passwords.append(printed)
+    # Each start makes new passwords; the earlier ones stop working.
+    assert passwords[0]["usr_op_771"] != passwords[1]["usr_op_771"]
+    with serve(tmp_path, env=env) as served:
+        stale = _console_sign_in(served.base_url, "usr_op_771", passwords[0]["usr_op_771"])
+        assert stale.status_code == 401
+
+
 def test_two_processes_on_one_sqlite_file_grant_one_claim(tmp_path: Path) -> None:
     env = {"SIGNOFF_BOOTSTRAP_ADMIN_KEY": "acceptance-admin-key-0000"}
     admin = {"Authorization": "Bearer acceptance-admin-key-0000"}

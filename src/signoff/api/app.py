@@ -15,7 +15,7 @@ from signoff.api.fastlane import FastLane, SignoffAPI
 from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
-from signoff.api.problems import install_problem_handlers
+from signoff.api.problems import http_problem, install_problem_handlers
 from signoff.api.routes import admin, approvals, events, tasks, votes, waiting, webhooks
 from signoff.api.routes import supervision as supervision_routes
 from signoff.api.routes import users as user_routes
@@ -110,5 +110,5 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(user_routes.router)
     app.include_router(supervision_routes.router)
     install_auth(app, settings)
-    install_console(app)
+    install_console(app, http_problem)
     return app

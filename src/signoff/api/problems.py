@@ -116,6 +116,22 @@ def _internal_error() -> Response:
     )
 
 
+async def http_problem(request: Request, exc: StarletteHTTPException) -> Response:
+    """Starlette's own errors (no route, wrong method) as problem documents."""
+    code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
+        exc.status_code, ErrorCode.HTTP
+    )
+    error = SignoffError(str(exc.detail), error_code=code)
+    error.title = str(exc.detail)
+    body = problem_body(error, exc.status_code)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return Response(
+        json.dumps(body), status_code=exc.status_code, media_type=PROBLEM_JSON, headers=headers
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Replace FastAPI's default error shapes with problem details."""
 
@@ -127,20 +143,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _validation(_request: Request, exc: RequestValidationError) -> Response:
         return problem_response(_request_validation(exc))
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
-            exc.status_code, ErrorCode.HTTP
-        )
-        error = SignoffError(str(exc.detail), error_code=code)
-        error.title = str(exc.detail)
-        body = problem_body(error, exc.status_code)
-        headers = dict(exc.headers or {})
-        if exc.status_code == 405:
-            headers["Allow"] = ", ".join(_allowed_methods(_request))
-        return Response(
-            json.dumps(body), status_code=exc.status_code, media_type=PROBLEM_JSON, headers=headers
-        )
+    app.add_exception_handler(StarletteHTTPException, http_problem)  # type: ignore[arg-type]
 
     async def _database_failure(_request: Request, exc: Exception) -> Response:
         # Every database failure, from SQLAlchemy, the hot path's asyncpg statements,

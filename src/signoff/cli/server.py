@@ -56,7 +56,8 @@ def serve(
     ] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
-    settings = settings_from(database_url, host=host, port=port, workers=workers)
+    # Links handed out (set-password, resume) name the port this server really listens on.
+    settings = settings_from(database_url, host=host, port=port, workers=workers).with_public_url()
     if demo:
         # The demo's receiver is this server itself, on loopback.
         settings = settings.model_copy(update={"webhook_allow_private_networks": True})
@@ -103,6 +104,7 @@ def serve(
         # Each process builds its app from the environment; hand the flags down. Every
         # process also runs a dispatcher, sweeper and notifier: they are replica-safe.
         os.environ["SIGNOFF_DATABASE_URL"] = settings.database_url
+        os.environ["SIGNOFF_PUBLIC_BASE_URL"] = settings.public_base_url
         if not settings.secret_key:
             # Console sessions and form tokens are signed: every process needs one key.
             import secrets

@@ -9,6 +9,8 @@ Modules:
   the same :class:`signoff.domain.tasks.Principal` an API key does.
 - ``inbox``: the inbox's views and filters, "start reviewing", supervisors' bulk actions.
 - ``task_page``: the task screen, its lease and supervisor actions, the decide form.
+- ``people``: admins add people, change their role and groups, disable and enable them.
+- ``site``: ``/`` in a browser, and the page for an unknown console address.
 - ``events``: live updates (Server-Sent Events, fed by ``live``).
 - ``shared``: what the page modules share (the lease-token cookie, navigation, notices).
 - ``routes``: mounts each page module's router and the static assets.

@@ -10,6 +10,7 @@ from starlette.responses import HTMLResponse
 
 from signoff.console.views import duration_text
 from signoff.domain.decisions import choices, notes_rule
+from signoff.services.users import may_manage_users
 
 environment = jinja2.Environment(
     loader=jinja2.PackageLoader("signoff.console", "templates"),
@@ -19,6 +20,8 @@ environment = jinja2.Environment(
 #: The decision rules every page renders its buttons, hints and limits from.
 environment.globals.update(decision_choices=choices, notes_rule=notes_rule())
 environment.filters["duration"] = duration_text
+#: Whether the header links to the people page.
+environment.globals["may_manage_people"] = may_manage_users
 
 
 #: What every console page (the sign-in pages too) is sent with: scripts, styles and

@@ -1,5 +1,6 @@
 """Where the console is mounted: each page module's router under ``/console``, static
-assets under ``/console/static``."""
+assets under ``/console/static``, and the pages of words (``console.site``: ``/`` in a
+browser, unknown console addresses)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from importlib import resources
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
+from signoff.console.site import HttpHandler
 
-def install_console(app: FastAPI) -> None:
-    """Mount the console on ``app``: its pages and its vendored static assets."""
-    from signoff.console import events, inbox, review_session, task_page
+
+def install_console(app: FastAPI, problems: HttpHandler) -> None:
+    """Mount the console on ``app``: its pages and its vendored static assets. An unknown
+    address outside the console goes to ``problems`` (the API's problem documents)."""
+    from signoff.console import events, inbox, people, review_session, site, task_page
 
     static = resources.files("signoff.console").joinpath("static")
     app.mount("/console/static", StaticFiles(directory=str(static)), name="console-static")
-    for page in (inbox, task_page, review_session, events):
+    for page in (inbox, task_page, review_session, events, people):
         app.include_router(page.router)
+    site.install_site_pages(app, problems)

@@ -1,14 +1,16 @@
 """What ``signoff serve --demo`` adds, through the same services as the API.
 
 Idempotent: everything has a fixed identity (keys, escalation ids, the resume link, the
-webhook endpoint of the demo receiver), so running ``--demo`` again finds it and adds
-nothing. The demo keys and link are **fixed and public**: never use ``--demo`` on a server
-other people can reach.
+webhook endpoint of the demo receiver, the console users), so running ``--demo`` again
+finds it and adds nothing. The demo keys and link are **fixed and public**: never use
+``--demo`` on a server other people can reach. The console users' passwords are new at
+each start (printed once; the earlier ones stop working).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -19,7 +21,7 @@ from signoff.domain.digests import canonical_json
 from signoff.domain.states import Decision, Role, TaskStatus
 from signoff.domain.tasks import Principal
 from signoff.errors import SignoffError
-from signoff.services import keys, revisions, tasks, webhooks
+from signoff.services import keys, revisions, tasks, users, webhooks
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
 from signoff.store import keys as key_store
@@ -34,6 +36,7 @@ REVIEWER_ID = "usr_op_771"
 LINK_TOKEN = "demo-link-public-do-not-use-in-production"  # noqa: S105
 RECEIVER_PATH = "/demo/receiver"
 RECEIVER_DESCRIPTION = "serve --demo: the demo receiver"
+CONSOLE_ADMIN_ID = "demo-admin"
 
 
 def _id(name: str) -> str:
@@ -50,6 +53,39 @@ class DemoTour:
     receiver_secret: str
     tasks: dict[str, str] = field(default_factory=dict)
     """Role in the tour → task id."""
+    console: list[ConsoleSignIn] = field(default_factory=list)
+    """Who signs in to the console, with this run's password."""
+
+
+@dataclass(frozen=True)
+class ConsoleSignIn:
+    principal_id: str
+    role: Role
+    password: str
+
+
+async def _ensure_console_user(
+    ctx: ServiceContext, admin: Principal, principal_id: str, role: Role, groups: list[str]
+) -> ConsoleSignIn:
+    """The console user (created once), with a password new at each run."""
+    password = secrets.token_urlsafe(12)
+    known = {user.principal_id: user for user in await users.list_users(ctx, admin)}
+    user = known.get(principal_id)
+    if user is None:
+        await users.create_user(
+            ctx,
+            admin,
+            principal_id=principal_id,
+            role=role,
+            groups=groups,
+            email=f"{principal_id}@example.com",
+            password=password,
+        )
+    else:
+        if user.disabled_at is not None:
+            await users.update_user(ctx, admin, principal_id, disabled=False)
+        await users.set_password(ctx, admin, principal_id, password)
+    return ConsoleSignIn(principal_id, role, password)
 
 
 def _escalation(
@@ -158,7 +194,9 @@ async def _ensure_link(ctx: ServiceContext, task_id: str) -> None:
 
 
 async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
-    """Create (once) the demo's keys, tasks, webhook endpoint and resume link."""
+    """Create (once) the demo's keys, tasks, webhook endpoint, resume link and console
+    users. ``base_url`` is where this server listens (the demo receiver's address); the
+    links people open start with ``SIGNOFF_PUBLIC_BASE_URL``."""
     admin = Principal(key_id=uuid.uuid4(), principal_id="demo-admin", role=Role.ADMIN)
     producer = await _ensure_key(ctx, PRODUCER_KEY, role=Role.PRODUCER, principal_id=PRODUCER_ID)
     reviewer = await _ensure_key(
@@ -171,7 +209,8 @@ async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
     )
     # The receiver first, so it hears about every task below.
     secret = await _receiver_secret(ctx, admin, base_url.rstrip("/") + RECEIVER_PATH)
-    tour = DemoTour(PRODUCER_KEY, REVIEWER_KEY, f"{base_url.rstrip('/')}/r/{LINK_TOKEN}", secret)
+    public = ctx.settings.public_base_url.rstrip("/")
+    tour = DemoTour(PRODUCER_KEY, REVIEWER_KEY, f"{public}/r/{LINK_TOKEN}", secret)
 
     # 1. A payment held by an AML rule, waiting for a person; the resume link decides it.
     payment = await _escalate_once(
@@ -256,4 +295,10 @@ async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
         except SignoffError:
             pass  # someone took it meanwhile: the tour still works
     tour.tasks["decided"] = str(decided.id)
+
+    # 5. People for the console: the demo reviewer, and an admin who manages people.
+    tour.console = [
+        await _ensure_console_user(ctx, admin, REVIEWER_ID, Role.REVIEWER, ["reviewers"]),
+        await _ensure_console_user(ctx, admin, CONSOLE_ADMIN_ID, Role.ADMIN, []),
+    ]
     return tour

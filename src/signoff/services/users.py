@@ -39,6 +39,9 @@ from signoff.store import users as store
 log = structlog.get_logger("signoff.users")
 
 USER_ROLES = (Role.REVIEWER, Role.SUPERVISOR, Role.ADMIN)
+"""The roles a console user may hold, from the least access to the most."""
+USER_MANAGERS = frozenset({Role.ADMIN})
+"""Who may add, change and disable users."""
 MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 1024
 MAX_PRINCIPAL_ID_LENGTH = 255
@@ -203,7 +206,7 @@ async def create_user(
     Raises:
         Conflict: 409 ``ERR_USER_EXISTS`` / ``ERR_EMAIL_IN_USE``.
     """
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     groups = list(groups or [])
     check_identity(principal_id, role, groups, email)
     if password is not None:
@@ -258,7 +261,7 @@ async def create_user(
 async def issue_password_link(ctx: ServiceContext, caller: Principal, principal_id: str) -> str:
     """A new one-time set-password link for a local user (admins only); earlier unused
     links stop working."""
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     now = ctx.now()
     token = secrets.token_urlsafe(32)
     async with ctx.database.transaction() as uow:
@@ -289,9 +292,20 @@ async def _existing(conn: Any, principal_id: str) -> User:
 
 
 async def list_users(ctx: ServiceContext, caller: Principal) -> list[User]:
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     async with ctx.database.transaction(write=False) as uow:
         return await store.list_users(uow.connection)
+
+
+async def get_user(ctx: ServiceContext, caller: Principal, principal_id: str) -> User:
+    """One user (admins only).
+
+    Raises:
+        NotFound: 404 ``ERR_USER_NOT_FOUND``.
+    """
+    require_role(caller, USER_MANAGERS, "manage users")
+    async with ctx.database.transaction(write=False) as uow:
+        return await _existing(uow.connection, principal_id)
 
 
 async def update_user(
@@ -306,7 +320,7 @@ async def update_user(
 ) -> User:
     """Change a user (admins only). Disabling ends every session of the user at once;
     changing the role or groups applies from the user's next request."""
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         conn = uow.connection
@@ -360,7 +374,7 @@ async def link_sso(
         NotFound: 404 ``ERR_USER_NOT_FOUND`` when no user or API key has that principal.
         Conflict: 409 ``ERR_USER_EXISTS`` when the identity is linked to someone else.
     """
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     if not issuer.strip() or not subject.strip():
         raise validation_error([FieldError("subject", "issuer and subject must not be empty")])
     now = ctx.now()
@@ -465,7 +479,7 @@ async def set_password(
     ctx: ServiceContext, caller: Principal, principal_id: str, password: str
 ) -> User:
     """Set a local user's password directly (admins only: ``create-user --password-stdin``)."""
-    require_role(caller, frozenset({Role.ADMIN}), "manage users")
+    require_role(caller, USER_MANAGERS, "manage users")
     async with ctx.database.transaction(write=False) as uow:
         user = await _existing(uow.connection, principal_id)
     check_password_rules(password, context=[principal_id, user.email or ""])
@@ -480,6 +494,10 @@ async def set_password(
         await store.delete_user_sessions(uow.connection, user.id)
         await uow.commit()
     return updated
+
+
+def may_manage_users(principal: Principal) -> bool:
+    return principal.role in USER_MANAGERS
 
 
 def principal_of(user: User) -> Principal:

@@ -243,5 +243,5 @@ async def set_password(request: Request, token: str) -> Response:
 
 @router.get("/account")
 async def account(request: Request, principal: SignedIn) -> Response:
-    """Who is signed in (role, groups), and the sign-out button."""
+    """Who is signed in (role, groups); the header of every page has the sign-out button."""
     return render(request, "account.html", principal=principal, user=signed_in_user(request))
