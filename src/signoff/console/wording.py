@@ -483,7 +483,7 @@ def summary_revision(has_subject: bool) -> int | None:
 
 # The resume-link page ------------------------------------------------------------------
 
-_CONSOLE = "sign in to the console and find the task in your inbox"
+_INBOX = "find the task in your console inbox"
 
 #: What a person opening a resume link can do, by why the link is where it is
 #: (:class:`signoff.services.resume_links.LinkState` ``reason``).
@@ -492,14 +492,14 @@ LINK_ADVICE: Mapping[str, str] = MappingProxyType(
         "open": "",
         "decided": "Nothing more to do here.",
         "withdrawn": "The task moved to another group, whose reviewers decide it now. "
-        f"If you are in that group, {_CONSOLE}.",
+        f"If you are in that group, {_INBOX}.",
         "cancelled": "Nothing was recorded and there is nothing left to do.",
         "expired": "Nothing was recorded and there is nothing left to do.",
-        "link_expired": f"Links work for a limited time: {_CONSOLE}, or ask for a new link.",
+        "link_expired": f"Links work for a limited time: {_INBOX}, or ask for a new link.",
         "unknown": "Check that the whole link from the e-mail was opened (some mail programs "
         "cut long links). If it still does not work, ask whoever sent it for a new link, "
-        f"or {_CONSOLE}.",
-        "refused": f"To decide it anyway, {_CONSOLE}.",
+        f"or {_INBOX}.",
+        "refused": f"To see where the task stands, {_INBOX}.",
     }
 )
 
@@ -507,3 +507,8 @@ LINK_ADVICE: Mapping[str, str] = MappingProxyType(
 def link_advice(reason: str) -> str:
     """What to do next on the resume-link page, for why it shows what it shows."""
     return LINK_ADVICE.get(reason, LINK_ADVICE["refused"])
+
+
+def link_offers_console(reason: str) -> bool:
+    """Whether the advice sends the person to the console (the page then links to it)."""
+    return _INBOX in link_advice(reason)

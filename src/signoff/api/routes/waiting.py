@@ -196,6 +196,7 @@ async def _page(
         state=state.state,
         message=message or state.message,
         advice=wording.link_advice(state.reason) if advice is None else advice,
+        offer_console=advice is None and wording.link_offers_console(state.reason),
         task=task or None,
         verdict=bundle.get("evaluator_verdict") or {},
         snapshot=bundle.get("input_snapshot") or {},
