@@ -166,5 +166,5 @@ def test_the_resume_page_says_the_change_is_too_large_in_a_sentence(
     assert revise(producer, task["id"], 1, subject | {"terms": _crafted(2)}).is_success
     page = httpx.get(local(waiting, link), timeout=120)
     assert page.status_code == 200
-    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "Changes from revision 1 to revision 2" in page.text
     assert SENTENCE in page.text

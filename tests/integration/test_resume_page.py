@@ -38,7 +38,7 @@ def test_the_link_page_shows_the_subject_and_its_changes_and_requests_a_revision
     (link,) = links_in(mailbox, "alice@example.org")
     url = local(waiting, link)
     page = httpx.get(url)
-    for text in ("What is being decided", "/title", "Pay ACME", "Notes", "Request revision"):
+    for text in ("What is being decided", "Title", "Pay ACME", "Notes", "Request revision"):
         assert text in page.text
     assert "Changed since you last looked" not in page.text
     assert "Open in console" not in page.text  # nobody is signed in to the console here
@@ -52,7 +52,7 @@ def test_the_link_page_shows_the_subject_and_its_changes_and_requests_a_revision
     )
     assert changed.status_code == 200
     page = httpx.get(url)
-    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "Changes from revision 1 to revision 2" in page.text
     assert "100000 EUR" in page.text
 
     csrf = _csrf(page.text)
@@ -107,7 +107,7 @@ def test_an_approval_invalidated_by_a_new_revision_sends_a_new_mail_with_a_link(
     fresh = links_in(mailbox, "alice@example.org")[-1]
     assert fresh != link
     page = httpx.get(local(waiting, fresh))
-    assert "Changed since you last looked (revision 1 to 2)" in page.text
+    assert "Changes from revision 1 to revision 2" in page.text
     assert "900 EUR" in page.text
 
 

@@ -8,6 +8,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from signoff.console import wording
 from signoff.console.views import duration_text
 from signoff.domain.decisions import choices, notes_rule
 from signoff.services.users import may_manage_users
@@ -18,7 +19,7 @@ environment = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 #: The decision rules every page renders its buttons, hints and limits from.
-environment.globals.update(decision_choices=choices, notes_rule=notes_rule())
+environment.globals.update(decision_choices=choices, notes_rule=notes_rule(), words=wording)
 environment.filters["duration"] = duration_text
 #: Whether the header links to the people page.
 environment.globals["may_manage_people"] = may_manage_users

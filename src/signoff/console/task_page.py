@@ -8,13 +8,14 @@ services. A refusal is shown on the page in words (who holds the task, what chan
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import review_session, views
+from signoff.console import review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.inbox import FILTER_NAMES, next_in_view
@@ -45,31 +46,18 @@ router = page_router()
 ACTIVE = (TaskStatus.PENDING_REVIEW, TaskStatus.CLAIMED)
 
 
-def _event_text(event: dict[str, Any], me: str) -> str:
-    who = "You" if event["actor_id"] == me else event["actor_id"]
-    details = event.get("details") or {}
-    when = event["created_at"]
-    action = event["action"]
-    if action == "claim":
-        return f"{who} claimed this task at {when}."
-    if action in ("revise", "reopen", "carry_forward"):
-        paths = ", ".join(details.get("changed_paths") or []) or "no field"
-        return f"Revision {details.get('revision')} arrived at {when} from {who}; changed: {paths}."
-    if action in ("resolve", "resolve_by_link"):
-        return f"{who} decided {details.get('decision', '')} at {when}."
-    if action == "force_release":
-        holder = details.get("previous_holder")
-        return f"{who} force-released the lease held by {holder} at {when}."
-    if action == "hand_over":
-        return f"{who} reassigned this task to {details.get('assigned_group')} at {when}."
-    return f"{who}: {event['type']} at {when}."
+def _event_text(event: dict[str, Any], me: str, now: datetime) -> str:
+    """A notice of what someone else did while the page was open, with when."""
+    return f"{wording.event_sentence(event, me)} — {wording.when_text(event['created_at'], now)}."
 
 
-def _notices(trail: list[dict[str, Any]], since_version: int | None, me: str) -> list[Notice]:
+def _notices(
+    trail: list[dict[str, Any]], since_version: int | None, me: str, now: datetime
+) -> list[Notice]:
     if since_version is None:
         return []
     return [
-        Notice(_event_text(event, me), "warn")
+        Notice(_event_text(event, me, now), "warn")
         for event in trail
         if event["version"] > since_version
         and event["actor_id"] != me
@@ -126,7 +114,7 @@ async def _task_values(
         diff = await approval_service.diff(
             context, principal, task_id, previous, int(task.current_revision or 0)
         )
-    all_notices = list(notices or []) + _notices(trail, since_version, me)
+    all_notices = list(notices or []) + _notices(trail, since_version, me, now)
     return {
         "principal": principal,
         "task": task,
@@ -144,8 +132,11 @@ async def _task_values(
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
         "diff": diff,
+        "changes": await wording.change_view(diff),
         "earlier": earlier,
-        "trail": trail,
+        "history": wording.history(trail, me, now),
+        "summary_revision": wording.summary_revision(task.has_subject),
+        "now_at": now,
         "held_by": task.claimed_by if held else None,
         "mine": mine,
         "lease_left": lease_left,
@@ -305,19 +296,16 @@ async def _refusal_notice(
     try:
         task = await common.get_task(context, principal, task_id)
     except SignoffError:
-        return Notice(error.message, "error", error)
+        return Notice(wording.refusal_text(error), "error", error)
     now = context.now()
     held = task.status is TaskStatus.CLAIMED and not task.lease_lapsed(now)
     if held and task.claimed_by != principal.principal_id:
         trail = await task_service.task_audit_trail(context, principal, task_id)
         claims = [e for e in trail if e["action"] == "claim"]
-        since = f" since {claims[-1]['created_at']}" if claims else ""
-        return Notice(
-            f"{task.claimed_by} holds this task{since}; you cannot act on it now.",
-            "error",
-            error,
-        )
-    return Notice(error.message, "error", error)
+        since = claims[-1]["created_at"] if claims else None
+        text = wording.held_by_text(str(task.claimed_by), since, now)
+        return Notice(text, "error", error)
+    return Notice(wording.refusal_text(error), "error", error)
 
 
 @router.post("/tasks/{task_id}/viewed")

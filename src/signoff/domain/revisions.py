@@ -205,6 +205,18 @@ def _range(start: int, stop: int) -> str:
     return f"{start + 1 if length else start},{length}"
 
 
+def bounded_opcodes(
+    a: list[str], b: list[str], seconds: float
+) -> list[tuple[str, int, int, int, int]] | None:
+    """:meth:`difflib.SequenceMatcher.get_opcodes` of two token lists (lines, words), or
+    ``None`` when they are not found within ``seconds``. Callers cap the lists' lengths."""
+    matcher = _BoundedMatcher(a, b, time.monotonic() + seconds)
+    try:
+        return [(tag, i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    except _OutOfTime:
+        return None
+
+
 def unified_line_diff(a: list[str], b: list[str], seconds: float) -> list[str] | None:
     """The lines of :func:`difflib.unified_diff` (``from``/``to``, no line terminators),
     or ``None`` when it is not found within ``seconds``."""

@@ -26,9 +26,10 @@ from signoff.services import tasks as task_service
 from signoff.services import votes
 from signoff.services.context import ServiceContext
 from signoff.services.notifications import hash_resume_token
-from signoff.services.revisions import diff_off_loop
+from signoff.services.revisions import diff_off_loop, last_decided_revision
 from signoff.store import approvals as approval_store
 from signoff.store import tasks as task_store
+from signoff.store import trail
 from signoff.store import waiting as store
 from signoff.store.runtime.database import UnitOfWork
 
@@ -47,6 +48,9 @@ class LinkState:
     http_status: int
     state: str  # "open", "decided", "gone"
     message: str
+    reason: str = ""
+    """Why the link is where it is: ``open``, ``decided``, or why it is gone
+    (``withdrawn``, ``cancelled``, ``expired``, ``link_expired``): the page's advice."""
     task: dict[str, Any] | None = None
     approver: str | None = None
     csrf: str | None = None
@@ -79,24 +83,27 @@ def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) 
     """A dead link says why and shows nothing of the task; a decided one shows only the
     decision."""
     if row["revoked_at"] is not None:
-        return LinkState(410, "gone", WITHDRAWN)
+        return LinkState(410, "gone", WITHDRAWN, "withdrawn")
     if task.status is TaskStatus.RESOLVED:
         decided = {"id": str(task.id), "decision": task.decision, "operator_id": task.operator_id}
         return LinkState(
             200,
             "decided",
             f"The decision is already recorded: {task.decision}.",
+            "decided",
             decided,
             row["principal_id"],
         )
     if task.status is TaskStatus.CANCELLED:
-        return LinkState(410, "gone", "The producer withdrew this request; nothing to decide.")
+        return LinkState(
+            410, "gone", "The producer withdrew this request; nothing to decide.", "cancelled"
+        )
     if task.status is TaskStatus.EXPIRED:
         return LinkState(
-            410, "gone", "This request expired before a decision; nothing was recorded."
+            410, "gone", "This request expired before a decision; nothing was recorded.", "expired"
         )
     if row["expires_at"] <= now:
-        return LinkState(410, "gone", "This link has expired.")
+        return LinkState(410, "gone", "This link has expired.", "link_expired")
     view = task_view(task, now)
     voted = [v for v in votes_from_json(task.votes) if v.voter == row["principal_id"]]
     if voted:  # their part is done until a new revision voids the votes
@@ -105,6 +112,7 @@ def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) 
             200,
             "decided",
             f"Your vote is recorded: {voted[-1].decision.value}. {standing}.",
+            "voted",
             {"id": str(task.id), "decision": None, "operator_id": None},
             row["principal_id"],
         )
@@ -112,6 +120,7 @@ def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) 
         200,
         "open",
         "Waiting for your decision.",
+        "open",
         view,
         row["principal_id"],
         csrf_token(ctx, row["token_hash"]),
@@ -141,11 +150,16 @@ async def view_link(ctx: ServiceContext, token: str) -> LinkState:
 async def _revisions(
     uow: UnitOfWork, task: Task, approver: str
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """What is being decided: the current revision, and the one the approver last viewed
-    when that is another (read only: a GET records nothing)."""
+    """What is being decided: the current revision, and the one to show changes from when
+    that is another: the one the approver last viewed, or else the latest they decided on
+    (as the console shows them; read only: a GET records nothing)."""
     conn = uow.connection
     current = await approval_store.find_revision(conn, task.id, int(task.current_revision or 0))
     seen = await approval_store.last_viewed_revision(conn, task_id=task.id, principal_id=approver)
+    if seen is None or seen == task.current_revision:
+        events = await trail.audit_events_for_task(conn, task.id)
+        decided = last_decided_revision(events, approver)
+        seen = decided if decided is not None and decided != task.current_revision else seen
     before = None
     if current is not None and seen is not None and seen != task.current_revision:
         before = await approval_store.find_revision(conn, task.id, seen)
@@ -239,7 +253,7 @@ async def decide_by_link(
             row, _ = await _load_link(uow, ctx, token, now)
         if row["revoked_at"] is not None:
             await _give_back(ctx, approver, str(task.id), grant.lease_token)
-            return LinkState(410, "gone", WITHDRAWN)
+            return LinkState(410, "gone", WITHDRAWN, "withdrawn")
         resolved = await task_service.resolve(
             ctx,
             approver,
@@ -273,6 +287,7 @@ async def decide_by_link(
         200,
         "decided",
         f"Recorded: {decision.value}. Thank you.",
+        "decided",
         task_view(resolved, ctx.now()),
         approver.principal_id,
     )
@@ -317,6 +332,7 @@ async def _vote_by_link(
         200,
         "decided",
         f"Your vote is recorded: {decision.value}. {standing}. Thank you.",
+        "voted",
         task_view(voted, ctx.now()),
         approver.principal_id,
     )

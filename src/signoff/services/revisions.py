@@ -351,6 +351,24 @@ async def diff_off_loop(
     return await asyncio.to_thread(structured_diff, old, new, old_sources, new_sources)
 
 
+def last_decided_revision(trail: Sequence[dict[str, Any]], principal_id: str) -> int | None:
+    """The latest revision ``principal_id`` decided on, from a task's audit trail (their
+    decisions, and the ones a new revision cleared), or ``None``. A reviewer back on a
+    task revised since their decision reads the changes since that revision."""
+    found: int | None = None
+    for event in trail:
+        details = event.get("details") or {}
+        revision = None
+        if event.get("actor_id") == principal_id and event.get("type") == "task.resolved":
+            revision = details.get("revision")
+        previous = details.get("previous_decision")
+        if isinstance(previous, dict) and previous.get("by") == principal_id:
+            revision = previous.get("revision")
+        if isinstance(revision, int) and not isinstance(revision, bool):
+            found = revision
+    return found
+
+
 async def last_viewed(ctx: ServiceContext, principal: Principal, task: Task) -> int | None:
     """The revision the caller last viewed (``None``: never), recording nothing."""
     if principal.role is Role.PRODUCER or not task.has_subject:

@@ -109,7 +109,15 @@ def lease_seconds() -> int:
 
 
 @pytest.fixture
-def served(database_url: str, tmp_path: Path, lease_seconds: int) -> Iterator[Served]:
+def served_env() -> dict[str, str]:
+    """More settings for the server (a test module overrides it: an SMTP server, say)."""
+    return {}
+
+
+@pytest.fixture
+def served(
+    database_url: str, tmp_path: Path, lease_seconds: int, served_env: dict[str, str]
+) -> Iterator[Served]:
     port = _free_port()
     env = {
         **os.environ,
@@ -118,6 +126,7 @@ def served(database_url: str, tmp_path: Path, lease_seconds: int) -> Iterator[Se
         "SIGNOFF_LEASE_SECONDS": str(lease_seconds),
         "SIGNOFF_SECRET_KEY": "browser-tests-" + uuid.uuid4().hex,
         "SIGNOFF_LOG_LEVEL": "warning",
+        **served_env,
     }
     log = (tmp_path / "serve.log").open("wb")
     process = subprocess.Popen(

@@ -53,7 +53,7 @@ def test_two_reviewers_claim_at_once_one_holds_it_the_other_sees_who(
     name = "ann" if winner is ann else "bob"
     # Said by the refused claim, or by the live update that may arrive first.
     expect(loser.locator("#notices")).to_contain_text(
-        re.compile(f"{name} (holds this task since|claimed this task at)")
+        re.compile(f"{name} (has been reviewing this task since|started reviewing it)")
     )
     expect(loser.get_by_text(f"Held by {name}")).to_be_visible()
     expect(loser.get_by_role("button", name="Approve")).to_have_count(0)
@@ -119,7 +119,7 @@ def test_a_new_revision_while_open_shows_the_diff_and_locks_the_old_decision(
     ann.goto(_task_url(task_id))
     ann.get_by_role("button", name="Claim").click()
     expect(ann.locator("#lease-timer")).to_be_visible()
-    expect(ann.get_by_text("AI recommendation (not a decision)")).to_be_visible()
+    expect(ann.get_by_role("region", name="AI recommendation — a person decides")).to_be_visible()
     ann.get_by_label("Notes").fill("checked against the ledger")
     with served.api(producer) as api:
         revised = api.put(
@@ -130,9 +130,9 @@ def test_a_new_revision_while_open_shows_the_diff_and_locks_the_old_decision(
     assert revised.status_code == 200, revised.text
     notices = ann.locator("#notices")
     expect(notices).to_contain_text("Revision 2 arrived", timeout=40000)
-    expect(notices).to_contain_text("/title")
+    expect(notices).to_contain_text("changed: Title")
     diff = ann.locator("table.diff")
-    expect(diff).to_contain_text("Quarterly results (restated)")
+    expect(diff.locator("ins")).to_have_text("added: (restated)")
     expect(diff).to_contain_text("revision 1 to revision 2")
     approve = ann.get_by_role("button", name="Approve")
     expect(approve).to_be_disabled()
@@ -186,8 +186,8 @@ def test_a_supervisor_force_releases_a_lease_and_the_holder_is_told(
     expect(sue.get_by_text("Held by ann")).to_be_visible()
     sue.get_by_role("button", name="Force release…").click()
     sue.get_by_role("dialog").get_by_role("button", name="Force release").click()
-    expect(sue.get_by_text("Force-released the lease held by ann")).to_be_visible()
-    expect(sue.locator("table.history")).to_contain_text("forced, was held by ann")
+    expect(sue.locator("#notices")).to_contain_text("Force-released the lease held by ann")
+    expect(sue.locator("table.history")).to_contain_text("You force-released the lease held by ann")
     # The holder's open page says so at once, and their lease no longer works.
     expect(ann.locator("#notices")).to_contain_text(
         "sue force-released the lease held by ann", timeout=40000
@@ -303,7 +303,7 @@ def test_a_reviewer_back_on_a_revised_task_sees_the_diff_beside_their_earlier_no
     ann.goto(_task_url(task_id))
     expect(ann.locator(".changed-since")).to_contain_text("revision 1")
     expect(ann.locator("table.diff")).to_contain_text("Q3 results")
-    expect(ann.locator(".earlier")).to_contain_text("REVISION_REQUESTED on revision 1 at")
+    expect(ann.locator(".earlier")).to_contain_text("You asked for a revision on revision 1,")
     expect(ann.locator(".earlier")).to_contain_text("“the title must name the quarter”")
 
 

@@ -23,12 +23,13 @@ from signoff.api.deps import (
 )
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
+from signoff.console import wording
 from signoff.console.auth import current_user
-from signoff.console.views import flatten, scalar_text
+from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
-from signoff.errors import FieldError, SignoffError, validation_error
+from signoff.errors import ErrorCode, FieldError, SignoffError, validation_error
 from signoff.services import keys, policies, resume_links, waiting
 from signoff.services import notifications as notification_service
 from signoff.services.resume_links import LinkState
@@ -36,12 +37,22 @@ from signoff.services.resume_links import LinkState
 router = APIRouter()
 
 _templates = jinja2.Environment(
-    loader=jinja2.FunctionLoader(
-        lambda name: resources.files("signoff.api").joinpath("templates", name).read_text("utf-8")
+    # The page's own template, and the console's wording macros (_words.html) it shares.
+    loader=jinja2.ChoiceLoader(
+        [
+            jinja2.FunctionLoader(
+                lambda name: (
+                    resources.files("signoff.api").joinpath("templates", name).read_text("utf-8")
+                    if name == "resume.html"
+                    else None
+                )
+            ),
+            jinja2.PackageLoader("signoff.console", "templates"),
+        ]
     ),
     autoescape=True,
 )
-_templates.globals.update(decision_choices=choices, notes_rule=notes_rule())
+_templates.globals.update(decision_choices=choices, notes_rule=notes_rule(), words=wording)
 
 POLICY_SCHEMA = {
     "type": "object",
@@ -167,33 +178,36 @@ async def notifications(task_id: str, context: Context, caller: Caller) -> Respo
     )
 
 
-def _page(
+async def _page(
     state: LinkState,
     *,
     status: int | None = None,
     message: str | None = None,
+    advice: str | None = None,
     console_url: str | None = None,
     notes: str = "",
 ) -> HTMLResponse:
     task = state.task or {}
-    bundle = task.get("diagnostic_bundle", {})
-    snapshot = list((bundle.get("input_snapshot") or {}).items())[:8]
+    bundle = task.get("diagnostic_bundle") or {}
     style_nonce = secrets.token_urlsafe(16)
     html = _templates.get_template("resume.html").render(
         style_nonce=style_nonce,
         title="Decision requested" if state.state == "open" else "Decision link",
         state=state.state,
         message=message or state.message,
+        advice=wording.link_advice(state.reason) if advice is None else advice,
+        offer_console=advice is None and wording.link_offers_console(state.reason),
         task=task or None,
         verdict=bundle.get("evaluator_verdict") or {},
-        snapshot=snapshot,
+        snapshot=bundle.get("input_snapshot") or {},
+        attempted=bundle.get("attempted_actions") or [],
         approver=state.approver,
         csrf=state.csrf,
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
-        diff=state.diff,
+        changes=await wording.change_view(state.diff),
+        summary_revision=wording.summary_revision(task.get("current_revision") is not None),
         console_url=console_url,
-        scalar_text=scalar_text,
         notes=notes,
     )
     headers = {
@@ -232,10 +246,11 @@ def _link_json(state: LinkState) -> Response:
     )
 
 
-def _error_page(error: SignoffError) -> HTMLResponse:
+async def _error_page(error: SignoffError) -> HTMLResponse:
     status = problem_response(error).status_code
-    gone = LinkState(status, "gone", error.message)
-    return _page(gone)
+    reason = "unknown" if error.error_code is ErrorCode.LINK_NOT_FOUND else "refused"
+    gone = LinkState(status, "gone", wording.refusal_text(error), reason)
+    return await _page(gone)
 
 
 @router.get(
@@ -254,10 +269,10 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
     try:
         state = await resume_links.view_link(context, token)
     except SignoffError as error:
-        return problem_response(error) if _wants_json(request) else _error_page(error)
+        return problem_response(error) if _wants_json(request) else await _error_page(error)
     if _wants_json(request):
         return _link_json(state)
-    return _page(state, console_url=await _console_url(request, state))
+    return await _page(state, console_url=await _console_url(request, state))
 
 
 async def _console_url(request: Request, state: LinkState) -> str | None:
@@ -315,19 +330,27 @@ async def use_link(
             return problem_response(error)
         # A link that is still open shows its page again, the reason on top, the notes kept.
         return await _page_again(context, token, error, notes)
-    return _link_json(state) if as_json else _page(state)
+    return _link_json(state) if as_json else await _page(state)
 
 
 async def _page_again(context: Any, token: str, error: SignoffError, notes: object) -> Response:
+    """The page again after a refusal: what happened and what to do in words that fit
+    the reason (someone else is reviewing, a newer revision, …), the notes as typed."""
+    kept = notes if isinstance(notes, str) else ""
     try:
         state = await resume_links.view_link(context, token)
     except SignoffError:
-        return _error_page(error)
-    if state.state != "open":
-        return _error_page(error)
+        return await _error_page(error)
     status = problem_response(error).status_code
-    kept = notes if isinstance(notes, str) else ""
-    return _page(state, status=status, message=error.message, notes=kept)
+    if state.state != "open":
+        return await _page(state, status=status, notes=kept)
+    task = state.task or {}
+    holder = task.get("claimed_by")
+    if task.get("status") == "CLAIMED" and holder and holder != state.approver:
+        message = wording.held_by_text(str(holder), None, None)
+        return await _page(state, status=status, message=message, advice="", notes=kept)
+    message = wording.refusal_text(error)
+    return await _page(state, status=status, message=message, advice="", notes=kept)
 
 
 def _json_decision(body: Any) -> tuple[Decision, int | None]:

@@ -1,0 +1,551 @@
+"""What reviewers read, in words: times, field names, changes word by word, the history
+as sentences, and advice after a refusal. Shared by the console's task page and the
+resume-link page (the page an e-mail reviewer opens), so both say the same thing the
+same way. Pure functions, except :func:`change_view`, which runs its bounded word diffs
+in a worker thread.
+
+Codes (event types, error codes, JSON Pointers, RFC 3339 times) stay in the API's JSON;
+nothing here shows one to a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from signoff.console.views import duration_text, is_container, scalar_text
+from signoff.domain.decisions import rule_for
+from signoff.domain.revisions import (
+    LINE_DIFF_MAX_CHARS,
+    LINE_DIFF_MAX_LINES,
+    LINE_DIFF_SECONDS,
+    bounded_opcodes,
+)
+from signoff.domain.states import Decision
+from signoff.errors import ErrorCode, SignoffError
+
+# Times ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class When:
+    """A moment as a person reads it, with its machine form for ``<time datetime>``."""
+
+    iso: str
+    text: str
+    """``3 Dec 2026, 14:05 UTC``."""
+    ago: str | None
+    """``5 min ago`` (``None`` when no "now" was given, or for a moment ahead)."""
+
+
+def _moment(value: datetime | str) -> datetime:
+    moment = (
+        datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
+    )
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def when(value: datetime | str | None, now: datetime | str | None = None) -> When | None:
+    """``value`` (a datetime or an RFC 3339 string) in words, to the minute, in UTC."""
+    if value is None:
+        return None
+    moment = _moment(value)
+    text = f"{moment.day} {moment:%b %Y, %H:%M} UTC"
+    ago = None
+    if now is not None:
+        seconds = (_moment(now) - moment).total_seconds()
+        if seconds >= 0:
+            ago = "just now" if seconds < 60 else f"{duration_text(seconds)} ago"
+    return When(moment.strftime("%Y-%m-%dT%H:%M:%SZ"), text, ago)
+
+
+def when_text(value: datetime | str | None, now: datetime | str | None = None) -> str:
+    """:func:`when` as plain text (``3 Dec 2026, 14:05 UTC (5 min ago)``), for notices."""
+    moment = when(value, now)
+    if moment is None:
+        return "an unknown time"
+    return f"{moment.text} ({moment.ago})" if moment.ago else moment.text
+
+
+# Field names ---------------------------------------------------------------------------
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _humane(key: str) -> str:
+    words = key.replace("_", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:] if words else "(unnamed)"
+
+
+def field_label(pointer: str) -> str:
+    """A JSON Pointer as a field name: each key with spaces for underscores and a capital
+    first letter, each array index counted from 1, joined by ``›``:
+    ``/actions/0/id`` → ``Actions › 1 › Id``; ``""`` (the whole document) → ``Everything``."""
+    if pointer in ("", "/"):
+        return "Everything"
+    parts = [_unescape(token) for token in pointer.lstrip("/").split("/")]
+    return " › ".join(str(int(p) + 1) if p.isdigit() else _humane(p) for p in parts)
+
+
+def field_labels(pointers: list[str], most: int = 5) -> str:
+    """Several field names for a sentence: ``Title, Body and 3 more``."""
+    if not pointers:
+        return "nothing in the content"
+    names = [field_label(p) for p in pointers[:most]]
+    extra = len(pointers) - len(names)
+    return ", ".join(names) + (f" and {extra} more" if extra else "")
+
+
+# Word diffs ----------------------------------------------------------------------------
+
+#: Words, runs of spaces, and single other characters: each is one unit of the diff.
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of text in a word diff: ``same``, ``added`` or ``removed``."""
+
+    kind: str
+    text: str
+
+
+def word_diff(before: str, after: str, seconds: float = LINE_DIFF_SECONDS) -> list[Piece] | None:
+    """``before`` → ``after`` word by word, or ``None`` when that is too large to show:
+    longer than the line diff's bounds (:data:`signoff.domain.revisions.LINE_DIFF_MAX_CHARS`,
+    at most ``LINE_DIFF_MAX_LINES`` words per line on average) or not found within
+    ``seconds``. CPU work: call it off the event loop (:func:`change_view` does)."""
+    if max(len(before), len(after)) > LINE_DIFF_MAX_CHARS:
+        return None
+    a, b = _TOKEN.findall(before), _TOKEN.findall(after)
+    if max(len(a), len(b)) > LINE_DIFF_MAX_LINES * 10:
+        return None
+    opcodes = bounded_opcodes(a, b, seconds)
+    if opcodes is None:
+        return None
+    pieces: list[Piece] = []
+
+    def put(kind: str, text: str) -> None:
+        if not text:
+            return
+        if pieces and pieces[-1].kind == kind:
+            pieces[-1] = Piece(kind, pieces[-1].text + text)
+        else:
+            pieces.append(Piece(kind, text))
+
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            put("same", "".join(a[i1:i2]))
+            continue
+        put("removed", "".join(a[i1:i2]))
+        put("added", "".join(b[j1:j2]))
+    return pieces
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change between two revisions, as the pages show it."""
+
+    label: str
+    """The field's name (:func:`field_label`), or ``Source …``."""
+    kind: str
+    """``changed``, ``added`` or ``removed``."""
+    pieces: list[Piece] | None = None
+    """The text's changes word by word (text before and after)."""
+    before: Any = None
+    after: Any = None
+    too_large: bool = False
+    """Text too long to compare word by word: the new text is in the content below."""
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """What changed between revision ``start`` and ``end``."""
+
+    start: int
+    end: int
+    changes: list[Change] = field(default_factory=list)
+
+
+def _changed(entry: Mapping[str, Any], deadline: float) -> Change:
+    label, before, after = field_label(entry["path"]), entry["from"], entry["to"]
+    if entry.get("line_diff_too_large"):
+        return Change(label, "changed", too_large=True, path=entry["path"])
+    if isinstance(before, str) and isinstance(after, str):
+        pieces = word_diff(before, after, max(0.0, deadline - time.monotonic()))
+        if pieces is None:
+            return Change(label, "changed", too_large=True, path=entry["path"])
+        return Change(label, "changed", pieces, before, after, path=entry["path"])
+    return Change(label, "changed", None, before, after, path=entry["path"])
+
+
+def changes_of(diff: Mapping[str, Any]) -> ChangeView:
+    """A structured diff (:func:`signoff.domain.revisions.structured_diff`, with ``from``
+    and ``to``) as changes in words, in document order. All its word diffs together get
+    ``LINE_DIFF_SECONDS``; a text left when that is spent is shown as too large.
+    CPU-bound: see :func:`change_view`."""
+    deadline = time.monotonic() + LINE_DIFF_SECONDS
+    rows: list[Change] = [_changed(entry, deadline) for entry in diff.get("changed", [])]
+    rows += [
+        Change(field_label(e["path"]), "added", after=e["value"], path=e["path"])
+        for e in diff.get("added", [])
+    ]
+    rows += [
+        Change(field_label(e["path"]), "removed", before=e["value"], path=e["path"])
+        for e in diff.get("removed", [])
+    ]
+    rows.sort(key=lambda change: change.path)
+    sources = diff.get("sources") or {}
+    rows += [Change(f"Source {s}", "added", after=s) for s in sources.get("added", [])]
+    rows += [Change(f"Source {s}", "removed", before=s) for s in sources.get("removed", [])]
+    rows += [
+        Change(
+            f"Source {s['source']}",
+            "changed",
+            word_diff(str(s["from"]), str(s["to"]), max(0.0, deadline - time.monotonic())),
+            s["from"],
+            s["to"],
+        )
+        for s in sources.get("changed", [])
+    ]
+    return ChangeView(int(diff["from"]), int(diff["to"]), rows)
+
+
+async def change_view(diff: Mapping[str, Any] | None) -> ChangeView | None:
+    """:func:`changes_of` in a worker thread (word diffs are bounded CPU work that must
+    not hold up the event loop's other requests)."""
+    if diff is None:
+        return None
+    return await asyncio.to_thread(changes_of, diff)
+
+
+# The history as sentences --------------------------------------------------------------
+
+
+def _who(event: Mapping[str, Any], me: str | None) -> str:
+    actor = str(event.get("actor_id") or "")
+    if me is not None and actor == me:
+        return "You"
+    if event.get("actor_role") == "system":
+        return "Signoff"
+    return actor or "Someone"
+
+
+def _details(event: Mapping[str, Any]) -> dict[str, Any]:
+    details = event.get("details")
+    return details if isinstance(details, dict) else {}
+
+
+#: How each decision reads in the history (the decisions themselves: signoff.domain.decisions).
+DECISION_DONE: Mapping[Decision, str] = MappingProxyType(
+    {
+        Decision.APPROVED: "approved",
+        Decision.REJECTED: "rejected",
+        Decision.REVISION_REQUESTED: "asked for a revision",
+    }
+)
+
+
+def decision_done(decision: object) -> str:
+    """``approved``, ``rejected``, ``asked for a revision``; an unknown value by its label."""
+    try:
+        return DECISION_DONE[Decision(str(decision))]
+    except (ValueError, KeyError):
+        return f"decided {decision}"
+
+
+def decision_label(decision: object) -> str:
+    """A decision's button label (``Request revision``), from the decision rules."""
+    try:
+        return rule_for(Decision(str(decision))).label
+    except ValueError:
+        return str(decision)
+
+
+def _created(e: Mapping[str, Any], who: str) -> str:
+    return f"{who} sent this for review"
+
+
+def _claimed(e: Mapping[str, Any], who: str) -> str:
+    return f"{who} started reviewing it"
+
+
+def _renewed(e: Mapping[str, Any], who: str) -> str:
+    return f"{who} extended the time to review"
+
+
+def _released(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    if d.get("forced"):
+        return f"{who} force-released the lease held by {d.get('previous_holder') or 'its holder'}"
+    return f"{who} put it back in the queue"
+
+
+def _resolved(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    if e.get("action") == "time_out":
+        return f"The time limit ran out: {decision_done(d.get('decision'))} automatically"
+    if e.get("action") == "decide_by_votes":
+        return _decided_by_votes(e, who)
+    on = f" revision {d['revision']}" if d.get("revision") else " it"
+    done = decision_done(d.get("decision"))
+    return f"{who} {done}{on}" if done in ("approved", "rejected") else f"{who} {done}"
+
+
+def _voted(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    vote = d.get("vote") if isinstance(d.get("vote"), dict) else {}
+    progress = d.get("progress") if isinstance(d.get("progress"), dict) else {}
+    decision = vote.get("decision") if isinstance(vote, dict) else None
+    verb = {"approved": "voted to approve", "rejected": "voted to reject"}.get(
+        decision_done(decision), f"voted: {decision_done(decision)}"
+    )
+    on = f" revision {vote['revision']}" if isinstance(vote, dict) and vote.get("revision") else ""
+    standing = (
+        f" ({progress['text']})" if isinstance(progress, dict) and progress.get("text") else ""
+    )
+    return f"{who} {verb}{on}{standing}"
+
+
+def _votes_voided(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    voided = d.get("voided") if isinstance(d.get("voided"), list) else []
+    count = len(voided) if isinstance(voided, list) else 0
+    votes = f"{count} vote{'' if count == 1 else 's'}"
+    return f"Revision {d.get('revision')} changed what was voted on: {votes} no longer count"
+
+
+def _decided_by_votes(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    done = decision_done(d.get("decision"))
+    if done == "approved":
+        return f"The approval rule was met: approved revision {d.get('revision') or 1}"
+    return f"{who}'s vote ended the approval: {done}"
+
+
+def _arrived(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    raw = d.get("changed_paths")
+    paths = [str(p) for p in raw] if isinstance(raw, list) else []
+    sources = "; its sources changed" if d.get("sources_changed") else ""
+    return (
+        f"Revision {d.get('revision')} arrived from {who}; changed: {field_labels(paths)}{sources}"
+    )
+
+
+def _reopened(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    base = _arrived(e, who)
+    previous = d.get("previous_decision")
+    if d.get("effect") == "invalidate_approval":
+        by = (previous.get("by") if isinstance(previous, dict) else None) or "the reviewer"
+        return f"{base}. The approval by {by} no longer holds: back in review"
+    return f"{base}. Back in review"
+
+
+def _carried(e: Mapping[str, Any], who: str) -> str:
+    return f"{_arrived(e, who)}. These fields need no new approval: the approval still holds"
+
+
+def _escalated(e: Mapping[str, Any], who: str) -> str:
+    d = _details(e)
+    level = d.get("level")
+    if d.get("level_action") == "reassign":
+        return f"Not decided in time: moved to group {d.get('assigned_group')} (step {level})"
+    return f"Not decided in time: reminder sent (step {level})"
+
+
+def _expired(e: Mapping[str, Any], who: str) -> str:
+    return "Nobody decided in time: the request expired"
+
+
+def _cancelled(e: Mapping[str, Any], who: str) -> str:
+    if e.get("actor_role") == "producer":
+        return f"{who} withdrew the request"
+    return f"{who} cancelled it"
+
+
+def _reassigned(e: Mapping[str, Any], who: str) -> str:
+    return f"{who} reassigned it to group {_details(e).get('assigned_group')}"
+
+
+def _action(verb: str) -> Callable[[Mapping[str, Any], str], str]:
+    def sentence(e: Mapping[str, Any], who: str) -> str:
+        name = _details(e).get("action_id")
+        return f"Action {name} {verb}" if name else f"An action {verb}"
+
+    return sentence
+
+
+def _source_revoked(e: Mapping[str, Any], who: str) -> str:
+    return f"{who} withdrew source {_details(e).get('source_id')}"
+
+
+#: Every event type a history shows, as a sentence (``who``: "You", a name, "Signoff").
+EVENT_SENTENCES: Mapping[str, Callable[[Mapping[str, Any], str], str]] = MappingProxyType(
+    {
+        "task.created": _created,
+        "task.claimed": _claimed,
+        "task.lease_renewed": _renewed,
+        "task.released": _released,
+        "task.resolved": _resolved,
+        "task.revised": _arrived,
+        "task.approval_invalidated": _reopened,
+        "task.approval_carried_forward": _carried,
+        "task.execution_started": lambda e, who: "Execution of the approved actions started",
+        "task.execution_renewed": lambda e, who: "Execution is still running",
+        "task.execution_stalled": lambda e, who: "Execution stopped reporting back",
+        "task.execution_refused": lambda e, who: "Execution was refused",
+        "task.action_completed": _action("completed"),
+        "task.action_failed": _action("failed"),
+        "task.source_revoked": _source_revoked,
+        "task.escalated": _escalated,
+        "task.expired": _expired,
+        "task.cancelled": _cancelled,
+        "task.reassigned": _reassigned,
+        "task.vote_cast": _voted,
+        "task.votes_voided": _votes_voided,
+    }
+)
+
+
+def event_sentence(event: Mapping[str, Any], me: str | None = None) -> str:
+    """One history entry as a sentence (``Alice asked for a revision``; never its type)."""
+    sentence = EVENT_SENTENCES.get(str(event.get("type")))
+    who = _who(event, me)
+    if sentence is None:
+        return f"{who} changed the task"
+    return sentence(event, who)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A history entry: when, and what happened in a sentence."""
+
+    at: When | None
+    text: str
+
+
+def history(trail: list[dict[str, Any]], me: str | None, now: datetime | None) -> list[Entry]:
+    """The audit trail as entries, oldest first (lease renewals left out: noise)."""
+    return [
+        Entry(when(event.get("created_at"), now), event_sentence(event, me))
+        for event in trail
+        if event.get("type") != "task.lease_renewed"
+    ]
+
+
+# Refusals ------------------------------------------------------------------------------
+
+#: What to tell a person when a decision or claim is refused, by the refusal's code.
+REFUSAL_ADVICE: Mapping[ErrorCode, str] = MappingProxyType(
+    {
+        ErrorCode.STALE_REVISION: "A newer revision arrived while you were reading. "
+        "Read what changed, then decide again.",
+        ErrorCode.TASK_EXPIRED: "This request expired before a decision; nothing was recorded. "
+        "There is nothing left to do.",
+        ErrorCode.TASK_CANCELLED: "The producer withdrew this request; nothing was recorded. "
+        "There is nothing left to do.",
+        ErrorCode.CSRF: "This page is out of date. Reload it and decide again.",
+        ErrorCode.NOT_IN_GROUP: "This task is now assigned to a group you are not in. "
+        "Ask a supervisor if you should still decide it.",
+    }
+)
+
+
+def refusal_text(error: SignoffError) -> str:
+    """A refusal in plain words: what happened and what to do (never its code)."""
+    advice = REFUSAL_ADVICE.get(error.error_code)
+    if advice is not None:
+        return advice
+    message = error.message.strip()
+    sentence = message[:1].upper() + message[1:]
+    return sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+
+
+def held_by_text(holder: str, since: datetime | str | None, now: datetime | None) -> str:
+    """Someone else holds the task: who, since when, and what to do."""
+    doing = (
+        f"{holder} has been reviewing this task since {when_text(since, now)}"
+        if since
+        else f"{holder} is reviewing this task now"
+    )
+    return f"{doing}. Try again later, or ask {holder} whether they will decide it."
+
+
+# Nested values -------------------------------------------------------------------------
+
+
+def is_nested(value: Any) -> bool:
+    """A non-empty object or list: shown as a nested list, not as one line of text."""
+    return is_container(value) and bool(value)
+
+
+def entries(value: Any) -> list[tuple[str, Any]]:
+    """An object's fields (named as people read them) or a list's items (counted from 1)."""
+    if isinstance(value, dict):
+        return [(_humane(str(k)), v) for k, v in value.items()]
+    if isinstance(value, list):
+        return [(str(i + 1), v) for i, v in enumerate(value)]
+    return []
+
+
+def text_of(value: Any) -> str:
+    """A leaf value as text (strings as they are; others as JSON: ``true``, ``12.5``)."""
+    return scalar_text(value)
+
+
+# The AI recommendation -----------------------------------------------------------------
+
+#: The revision an escalation creates. A summary arrives only with the escalation (a new
+#: revision never carries one), so it was written for this revision of the subject.
+ESCALATED_REVISION = 1
+
+
+def summary_revision(has_subject: bool) -> int | None:
+    """The revision the AI recommendation read (``None``: the task has no subject)."""
+    return ESCALATED_REVISION if has_subject else None
+
+
+# The resume-link page ------------------------------------------------------------------
+
+_INBOX = "find the task in your console inbox"
+
+#: What a person opening a resume link can do, by why the link is where it is
+#: (:class:`signoff.services.resume_links.LinkState` ``reason``).
+LINK_ADVICE: Mapping[str, str] = MappingProxyType(
+    {
+        "open": "",
+        "decided": "Nothing more to do here.",
+        "voted": "Your part is done. If a new revision changes what you voted on, your vote "
+        "stops counting and you get a new link by e-mail.",
+        "withdrawn": "The task moved to another group, whose reviewers decide it now. "
+        f"If you are in that group, {_INBOX}.",
+        "cancelled": "Nothing was recorded and there is nothing left to do.",
+        "expired": "Nothing was recorded and there is nothing left to do.",
+        "link_expired": f"Links work for a limited time: {_INBOX}, or ask for a new link.",
+        "unknown": "Check that the whole link from the e-mail was opened (some mail programs "
+        "cut long links). If it still does not work, ask whoever sent it for a new link, "
+        f"or {_INBOX}.",
+        "refused": f"To see where the task stands, {_INBOX}.",
+    }
+)
+
+
+def link_advice(reason: str) -> str:
+    """What to do next on the resume-link page, for why it shows what it shows."""
+    return LINK_ADVICE.get(reason, LINK_ADVICE["refused"])
+
+
+def link_offers_console(reason: str) -> bool:
+    """Whether the advice sends the person to the console (the page then links to it)."""
+    return _INBOX in link_advice(reason)
