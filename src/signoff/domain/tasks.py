@@ -82,6 +82,8 @@ class Task:
     execution_lease_expires_at: datetime | None = None
     execution_stalled_at: datetime | None = None
     invalidated_revision: int | None = None
+    due_at: datetime | None = None
+    """The first deadline, kept as given while the levels move ``deadline_at``."""
 
     @property
     def has_subject(self) -> bool:
