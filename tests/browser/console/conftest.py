@@ -109,13 +109,23 @@ def lease_seconds() -> int:
 
 
 @pytest.fixture
-def served(database_url: str, tmp_path: Path, lease_seconds: int) -> Iterator[Served]:
+def sweep_seconds() -> float:
+    """The sweeper's interval (``@pytest.mark.parametrize("sweep_seconds", [1])`` to see
+    deadlines pass sooner)."""
+    return 15
+
+
+@pytest.fixture
+def served(
+    database_url: str, tmp_path: Path, lease_seconds: int, sweep_seconds: float
+) -> Iterator[Served]:
     port = _free_port()
     env = {
         **os.environ,
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_LEASE_SECONDS": str(lease_seconds),
+        "SIGNOFF_SWEEP_INTERVAL_SECONDS": str(sweep_seconds),
         "SIGNOFF_SECRET_KEY": "browser-tests-" + uuid.uuid4().hex,
         "SIGNOFF_LOG_LEVEL": "warning",
     }
