@@ -120,6 +120,7 @@ REFUSED_INPUT = {
 
 async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any]:
     context = service_context(request)
+    now = context.now()  # before the rows are read: the "N new" count starts here
     view = _view(request, principal)
     refused: str | None = None
     search = _search(request)
@@ -137,7 +138,6 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
             raise
         refused = "after"
         page = await inbox_service.page_of_view(context, principal, view, filters)
-    now = context.now()
     previous, following = page.previous, page.next
     return {
         "principal": principal,
