@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -15,8 +16,20 @@ from signoff.store.runtime.migrate import upgrade
 from signoff.store.tables import metadata
 
 
+def _declared_for(dialect: str) -> Any:
+    """Leaves out what the declared schema creates on another engine only (an index
+    declared with ``ddl_if(dialect=...)``)."""
+
+    def include(item: object, name: str | None, kind: str, reflected: bool, other: Any) -> bool:
+        condition = getattr(item, "_ddl_if", None)
+        return condition is None or condition.dialect in (None, dialect)
+
+    return include
+
+
 def _differences(connection: Connection) -> list[object]:
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    opts = {"compare_type": True, "include_object": _declared_for(connection.dialect.name)}
+    context = MigrationContext.configure(connection, opts=opts)
     return list(compare_metadata(context, metadata))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from fastapi import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from signoff.console import review_session, views
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
@@ -29,9 +29,10 @@ from signoff.console.shared import (
     service_context,
 )
 from signoff.domain.clock import rfc3339
+from signoff.domain.inbox import Cursor, decode_cursor, search_terms
 from signoff.domain.states import OVERSEERS, TaskStatus
 from signoff.domain.tasks import Principal, Task
-from signoff.errors import ErrorCode, SignoffError
+from signoff.errors import ErrorCode, FieldError, SignoffError, Unprocessable, validation_error
 from signoff.services import inbox as inbox_service
 from signoff.services import supervision
 from signoff.services import tasks as task_service
@@ -41,9 +42,12 @@ from signoff.services.inbox import LABELS, InboxFilters, View
 router = page_router()
 
 FILTER_NAMES = ("entity_type", "reason_code", "group", "level")
+#: The address's search parameter (its words are matched as
+#: :func:`signoff.domain.inbox.search_text` says).
+SEARCH = "q"
 
 
-def _filters(request: Request) -> InboxFilters:
+def _filters(request: Request, terms: tuple[str, ...] = ()) -> InboxFilters:
     values = {name: (request.query_params.get(name) or "").strip() or None for name in FILTER_NAMES}
     level = values.pop("level")
     return InboxFilters(
@@ -51,7 +55,21 @@ def _filters(request: Request) -> InboxFilters:
         reason_code=values["reason_code"],
         group=values["group"],
         level=int(level) if level and level.isdigit() and len(level) < 6 else None,
+        terms=terms,
     )
+
+
+def _search(request: Request) -> str:
+    """The search as the address carries it, its spaces tidied."""
+    return " ".join((request.query_params.get(SEARCH) or "").split())
+
+
+def _cursor(request: Request) -> Cursor | None:
+    for field, backward in (("after", False), ("before", True)):
+        raw = request.query_params.get(field)
+        if raw:
+            return decode_cursor(raw, backward=backward, field=field)
+    return None
 
 
 def _view(request: Request, principal: Principal) -> View:
@@ -64,13 +82,15 @@ def _view(request: Request, principal: Principal) -> View:
     return view if view in allowed else View.AVAILABLE
 
 
-def _query(view: View, filters: InboxFilters) -> str:
+def _query(view: View, filters: InboxFilters, search: str = "", **extra: str) -> str:
     pairs: dict[str, str] = {"view": view.value}
     for name in FILTER_NAMES:
         value = getattr(filters, name)
         if value is not None:
             pairs[name] = str(value)
-    return urlencode(pairs)
+    if search:
+        pairs[SEARCH] = search
+    return urlencode(pairs | extra)
 
 
 def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
@@ -90,23 +110,57 @@ def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
     }
 
 
+#: What the page says instead of a refused search or page link (status 422).
+REFUSED_INPUT = {
+    SEARCH: "The search is too long or not readable: at most 200 characters. "
+    "Showing the view without it.",
+    "after": "That page link does not belong to this view: showing its first page.",
+}
+
+
 async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any]:
     context = service_context(request)
-    view, filters = _view(request, principal), _filters(request)
-    tasks = await inbox_service.list_view(context, principal, view, filters)
-    now = context.now()
+    now = context.now()  # before the rows are read: the "N new" count starts here
+    view = _view(request, principal)
+    refused: str | None = None
+    search = _search(request)
+    try:
+        terms = search_terms(search)
+    except Unprocessable:
+        refused, search, terms = SEARCH, "", ()
+    filters = _filters(request, terms)
+    try:
+        cursor = _cursor(request)
+        page = await inbox_service.page_of_view(context, principal, view, filters, cursor=cursor)
+    except Unprocessable as error:
+        fields = {e.field for e in error.errors}
+        if not fields & {"after", "before"}:
+            raise
+        refused = "after"
+        page = await inbox_service.page_of_view(context, principal, view, filters)
+    previous, following = page.previous, page.next
     return {
         "principal": principal,
         "view": view,
         "views": [(v, LABELS[v]) for v in inbox_service.views_for(principal)],
         "filters": filters,
-        "query": _query(view, filters),
-        "filter_query": lambda v: _query(v, filters),
-        "rows": [_row(task, principal, now) for task in tasks],
+        "search": search,
+        "query": _query(view, filters, search),
+        "filter_query": lambda v: _query(v, filters, search),
+        "unsearched_query": _query(view, filters),
+        "page": page,
+        "previous_query": _query(view, filters, search, before=previous.encode())
+        if previous
+        else None,
+        "next_query": _query(view, filters, search, after=following.encode())
+        if following
+        else None,
+        "rows": [_row(task, principal, now) for task in page.tasks],
         "now": rfc3339(now),
         "supervisor": principal.role in OVERSEERS,
         "csrf": csrf_token(request),
-        "message": notice_text(request.query_params),
+        "message": REFUSED_INPUT[refused] if refused else notice_text(request.query_params),
+        "refused": refused is not None,
         "warn_seconds": WARN_SECONDS,
     }
 
@@ -114,14 +168,48 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
 @router.get("")
 async def inbox(request: Request, principal: SignedIn) -> Response:
     values = await _inbox_values(request, principal)
-    values["facets"] = await inbox_service.facets(service_context(request), principal)
-    return render(request, "inbox.html", **values)
+    context = service_context(request)
+    values["facets"] = await inbox_service.facets(context, principal)
+    values["counts"] = await inbox_service.count_views(context, principal, values["filters"])
+    status = 422 if values.pop("refused") else 200
+    return render(request, "inbox.html", status_code=status, **values)
 
 
 @router.get("/inbox/rows")
 async def inbox_rows(request: Request, principal: SignedIn) -> Response:
-    """The rows of a view alone (filters applied without a reload; the "N new" check)."""
-    return render(request, "_rows.html", **await _inbox_values(request, principal))
+    """The rows of a view's page alone (filters applied without a reload)."""
+    values = await _inbox_values(request, principal)
+    status = 422 if values.pop("refused") else 200
+    return render(request, "_rows.html", status_code=status, **values)
+
+
+def _since(raw: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise validation_error([FieldError("since", "is not an RFC 3339 date-time")])
+    return moment
+
+
+@router.get("/inbox/new")
+async def inbox_new(request: Request, principal: SignedIn) -> Response:
+    """How many tasks of the view (filters and search applied) were escalated after
+    ``since`` (the page's time): the "N new" pill, whatever page is shown."""
+    context = service_context(request)
+    view = _view(request, principal)
+    try:
+        since = _since(request.query_params.get("since") or "")
+        filters = _filters(request, search_terms(_search(request)))
+        count = await inbox_service.count_new(context, principal, view, filters, since)
+    except Unprocessable as error:
+        return JSONResponse(
+            {"error_code": error.error_code, "errors": [e.field for e in error.errors]},
+            status_code=422,
+            headers={"Cache-Control": "no-store"},
+        )
+    return JSONResponse({"new": count}, headers={"Cache-Control": "no-store"})
 
 
 @router.post("/start")

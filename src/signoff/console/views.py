@@ -38,13 +38,16 @@ class Deadline:
 
 
 def deadline(task: Task, now: datetime) -> Deadline:
-    if task.deadline_at is None or task.status not in (
+    """Said against the task's first deadline (the producer's, or the policy's first
+    level), which the escalation levels never move: a task past it stays "overdue"."""
+    due = task.due_at or task.deadline_at
+    if due is None or task.status not in (
         TaskStatus.PENDING_REVIEW,
         TaskStatus.CLAIMED,
     ):
         return Deadline("no deadline", "none", None)
-    left = (task.deadline_at - now).total_seconds()
-    at = rfc3339(task.deadline_at)
+    left = (due - now).total_seconds()
+    at = rfc3339(due)
     if left <= 0:
         return Deadline(f"overdue by {duration_text(left)}", "overdue", at)
     if left <= 3600:

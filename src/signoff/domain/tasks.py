@@ -86,6 +86,8 @@ class Task:
     approval_rule: dict[str, Any] | None = None
     requested_by: str | None = None
     votes: list[dict[str, Any]] | None = None
+    due_at: datetime | None = None
+    """The first deadline, kept as given while the levels move ``deadline_at``."""
 
     @property
     def has_subject(self) -> bool:

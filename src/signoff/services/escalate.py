@@ -233,6 +233,7 @@ def _new_task(
         material_paths=proposal.material_paths if proposal else None,
         approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
         deadline_at=policy.first_deadline(now, waiting.deadline),
+        due_at=policy.first_deadline(now, waiting.deadline),
         escalation_policy=policy.as_json(),
         assigned_group=waiting.assigned_group,
         summary=waiting.summary,

@@ -28,6 +28,7 @@ from sqlalchemy import Column
 from sqlalchemy.dialects import postgresql
 
 from signoff.domain.decisions import DECISION_RULES, decisions_where
+from signoff.domain.inbox import search_text
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import (
     ACTIVE_STATUSES,
@@ -112,6 +113,9 @@ def task_values(task: Task, idempotency_key: str) -> dict[str, Any]:
     row.update(zip(_ON_TASK, _read_task(task), strict=True))
     row["status"] = task.status.value
     row["idempotency_key"] = idempotency_key
+    row["search_text"] = search_text(
+        task.entity_type, task.entity_id, task.reason_code, task.summary
+    )
     return row
 
 

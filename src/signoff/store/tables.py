@@ -135,6 +135,12 @@ review_tasks = Table(
     Column("approval_rule", JsonText),
     Column("requested_by", Text),
     Column("votes", JsonText),
+    # The console inbox: ``due_at`` is the task's first deadline (the producer's
+    # ``deadline``, its ``timeout``, else when the policy's first level fires), never moved
+    # by the escalation levels; ``search_text`` is what the inbox search matches
+    # (:func:`signoff.domain.inbox.search_text`), lower case.
+    Column("due_at", UtcDateTime),
+    Column("search_text", Text),
     # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
@@ -161,6 +167,23 @@ review_tasks = Table(
         sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
     ),
     Index("ix_review_tasks_listing", "created_at", "id"),
+    # The inbox's "Due soon" and "Overdue" views page through active tasks by due time;
+    # "Decided" through a reviewer's decisions, the latest first.
+    Index(
+        "ix_review_tasks_due",
+        "due_at",
+        "id",
+        postgresql_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+        sqlite_where=text("status IN ('PENDING_REVIEW', 'CLAIMED')"),
+    ),
+    Index(
+        "ix_review_tasks_decided",
+        "operator_id",
+        "resolved_at",
+        "id",
+        postgresql_where=text("status = 'RESOLVED'"),
+        sqlite_where=text("status = 'RESOLVED'"),
+    ),
     Index("ix_review_tasks_producer", "producer_id", "created_at"),
     # The claim limit counts a principal's live leases at every claim.
     Index(
@@ -178,6 +201,15 @@ review_tasks = Table(
         sqlite_where=text("execution_token_hash IS NOT NULL"),
     ),
 )
+
+#: The inbox search (PostgreSQL only): a trigram index answers ``LIKE '%word%'`` on the
+#: search text without reading every task (``pg_trgm``, created by migration 0015).
+Index(
+    "ix_review_tasks_search",
+    review_tasks.c.search_text,
+    postgresql_using="gin",
+    postgresql_ops={"search_text": "gin_trgm_ops"},
+).ddl_if(dialect="postgresql")
 
 #: Immutable revisions of a task's subject. Revision 1 comes with the escalation.
 subject_revisions = Table(

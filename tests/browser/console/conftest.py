@@ -115,8 +115,19 @@ def served_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def sweep_seconds() -> float:
+    """The sweeper's interval (``@pytest.mark.parametrize("sweep_seconds", [1])`` to see
+    deadlines pass sooner)."""
+    return 15
+
+
+@pytest.fixture
 def served(
-    database_url: str, tmp_path: Path, lease_seconds: int, served_env: dict[str, str]
+    database_url: str,
+    tmp_path: Path,
+    lease_seconds: int,
+    sweep_seconds: float,
+    served_env: dict[str, str],
 ) -> Iterator[Served]:
     port = _free_port()
     env = {
@@ -124,6 +135,7 @@ def served(
         "SIGNOFF_DATABASE_URL": database_url,
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_LEASE_SECONDS": str(lease_seconds),
+        "SIGNOFF_SWEEP_INTERVAL_SECONDS": str(sweep_seconds),
         "SIGNOFF_SECRET_KEY": "browser-tests-" + uuid.uuid4().hex,
         "SIGNOFF_LOG_LEVEL": "warning",
         **served_env,

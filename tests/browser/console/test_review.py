@@ -257,7 +257,7 @@ def test_the_inbox_shows_new_tasks_behind_a_pill_and_keeps_filters_in_the_addres
     ann.reload()  # the filters offer the values of the tasks waiting when the page loaded
     ann.locator("body").focus()
     ann.keyboard.press("/")
-    expect(ann.get_by_label("Entity type")).to_be_focused()
+    expect(ann.get_by_label("Search", exact=True)).to_be_focused()
     ann.get_by_label("Reason code").select_option("LOW_CONFIDENCE")
     ann.get_by_role("button", name="Apply filters").click()
     assert "reason_code=LOW_CONFIDENCE" in ann.url

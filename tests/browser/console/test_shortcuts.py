@@ -61,7 +61,7 @@ def test_c_claims_the_open_task_and_e_extends_the_lease(served: Served, signed_i
     assert (task["status"], task["claimed_by"]) == ("CLAIMED", "ann")
 
 
-def test_question_mark_lists_the_shortcuts_and_slash_jumps_to_the_filters(
+def test_question_mark_lists_the_shortcuts_and_slash_jumps_to_the_search(
     served: Served, signed_in: Any
 ) -> None:
     ann = signed_in("ann")
@@ -73,7 +73,7 @@ def test_question_mark_lists_the_shortcuts_and_slash_jumps_to_the_filters(
     ann.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
     ann.keyboard.press("/")
-    expect(ann.get_by_label("Entity type")).to_be_focused()
+    expect(ann.get_by_label("Search", exact=True)).to_be_focused()
     ann.keyboard.press("j")  # on a field: a shortcut does nothing
     expect(ann.locator("#rows tr.selected")).to_have_count(0)
 

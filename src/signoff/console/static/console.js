@@ -80,7 +80,7 @@
     var key = event.key;
     if (key === "?") { if (dialog) dialog.showModal(); event.preventDefault(); return; }
     if (key === "/") {
-      var filter = $("[data-filter]");
+      var filter = $("[data-filter]");  // the inbox's search box
       if (filter) { filter.focus(); event.preventDefault(); }
       return;
     }
@@ -457,36 +457,43 @@
       .then(function () { checkTask.busy = false; });
   }
 
+  /* The "N new" pill asks how many tasks of this view (filters and search applied) were
+     escalated since the page was shown: it keeps counting whether the view holds ten
+     tasks or ten thousand, on whatever page the reviewer is. */
   function checkInbox() {
     var pill = $("#new-pill");
+    if (!pill || checkInbox.busy) return;
+    checkInbox.busy = true;
+    fetch(pill.getAttribute("data-new-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (answer) {
+        if (!answer || !(answer["new"] > 0)) return;
+        pill.textContent = answer["new"] + " new — show";
+        pill.hidden = false;
+      })
+      .catch(function () {})
+      .then(function () { checkInbox.busy = false; });
+  }
+
+  /* Showing them: the same page of the view again (its rows, counts and pages), read
+     fresh; the keyboard goes on from the first row. */
+  document.addEventListener("click", function (event) {
+    var pill = event.target.closest("#new-pill");
     if (!pill) return;
-    fetch(pill.getAttribute("data-rows-url"), { credentials: "same-origin", headers: { "HX-Request": "true" } })
+    fetch(window.location.pathname + window.location.search, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) return;
-        var template = document.createElement("template");
-        template.innerHTML = "<table><tbody>" + html + "</tbody></table>";
-        var shown = {};
-        rows().forEach(function (r) { shown[r.getAttribute("data-task-id")] = true; });
-        var fresh = $all("tr[data-task-id]", template.content)
-          .filter(function (r) { return !shown[r.getAttribute("data-task-id")]; }).length;
-        pill.dataset.html = html;
-        if (fresh > 0) {
-          pill.textContent = fresh + " new — show";
-          pill.hidden = false;
-        }
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+        var main = $("#main");
+        if (!fresh || !main) return;
+        main.innerHTML = fresh.innerHTML;
+        htmx.process(main);
+        startRowCountdowns();
+        var first = $("#rows .row-link") || $("#showing");
+        if (first) first.focus();
       })
       .catch(function () {});
-  }
-
-  document.addEventListener("click", function (event) {
-    var pill = event.target.closest("#new-pill");
-    if (!pill || !pill.dataset.html) return;
-    $("#rows").innerHTML = pill.dataset.html;
-    htmx.process($("#rows"));
-    pill.hidden = true;
-    startRowCountdowns();
-    var first = $("#rows .row-link"); if (first) first.focus();
   });
 
   function check() {

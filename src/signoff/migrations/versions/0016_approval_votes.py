@@ -1,19 +1,27 @@
-"""Approval by several people: approval rules, votes bound to revisions.
+"""Approval by several people: approval rules, votes bound to revisions; on PostgreSQL
+the group function of escalations that writes the new columns
+(``signoff_escalate_group_0016``, defined in the ``.sql`` file beside this one; the one of
+0015 is dropped, and put back on downgrade).
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-12-04
 """
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
-down_revision: str | None = "0014"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+OLD_FUNCTION = "signoff_escalate_group_0015(jsonb, text)"
+NEW_FUNCTION = "signoff_escalate_group_0016(jsonb, text)"
+HERE = Path(__file__).parent
 
 
 def upgrade() -> None:
@@ -56,9 +64,15 @@ def upgrade() -> None:
         postgresql_where=sa.text("voided_at IS NULL"),
         sqlite_where=sa.text("voided_at IS NULL"),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION IF EXISTS {OLD_FUNCTION}")
+        op.execute((HERE / "0016_approval_votes.sql").read_text(encoding="utf-8"))
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION {NEW_FUNCTION}")
+        op.execute((HERE / "0015_inbox_search.sql").read_text(encoding="utf-8"))
     op.drop_index("uq_task_votes_live", table_name="task_votes")
     op.drop_table("task_votes")
     op.drop_table("approval_rules")
