@@ -31,7 +31,7 @@ from signoff.console.shared import (
 from signoff.domain.clock import rfc3339
 from signoff.domain.inbox import Cursor, decode_cursor, search_terms
 from signoff.domain.states import OVERSEERS, TaskStatus
-from signoff.domain.tasks import Principal, Task
+from signoff.domain.tasks import Principal, Task, votes_view
 from signoff.errors import ErrorCode, FieldError, SignoffError, Unprocessable, validation_error
 from signoff.services import inbox as inbox_service
 from signoff.services import supervision
@@ -107,6 +107,7 @@ def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
             if held and task.lease_expires_at and task.claimed_by == principal.principal_id
             else None
         ),
+        "votes": votes_view(task)["approval_progress"]["text"] if task.approval_rule else None,
     }
 
 

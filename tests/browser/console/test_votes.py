@@ -42,6 +42,12 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     expect(lena.get_by_role("button", name="Vote: Approve")).to_have_count(0)
     expect(lena.locator(".votes")).to_contain_text("already voted")
 
+    # The inbox row says where the rule stands, in words.
+    lena.goto("/console?view=available")
+    row = lena.locator(f'tr[data-task-id="{task_id}"]')
+    expect(row).to_contain_text("votes: 1 of 2 approvals — waiting on finance")
+    assert axe_violations(lena) == []
+
     # Someone outside both groups reads why they cannot vote.
     oscar = signed_in("oscar", groups=["marketing"], width=width)
     oscar.goto(f"/console/tasks/{task_id}")
@@ -58,6 +64,6 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     expect(fiona.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
     expect(fiona.locator(".vote-list")).to_contain_text("looks right after all")
     assert axe_violations(fiona) == []
-    # The first voter's open page follows (live updates) or shows it on reload.
-    lena.reload()
+    # The first voter sees the outcome on the task page.
+    lena.goto(f"/console/tasks/{task_id}")
     expect(lena.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
