@@ -34,9 +34,9 @@ class ClaimNextRequest(ClaimRequest):
     reason_code: str | None = None
 
 
-class ResolveRequest(_Strict):
-    """The decision, with the notes the decision rules ask for and an optional payload for
-    the source system."""
+class DecisionRequest(_Strict):
+    """A decision, with the notes the decision rules ask for, and the revision and digest
+    reviewed: what a resolve and a vote both carry."""
 
     # The enum inline: request bodies are documented from the model's own schema.
     decision: Annotated[
@@ -47,7 +47,6 @@ class ResolveRequest(_Strict):
         description=notes_rule(),
         json_schema_extra={"maxLength": NOTES_MAX_LENGTH},
     )
-    resolution_payload: dict[str, Any] | None = None
     operator_id: str | None = Field(
         default=None, description="Must equal the caller's principal id."
     )
@@ -62,6 +61,16 @@ class ResolveRequest(_Strict):
         pattern="^[a-f0-9]{64}$",
         description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
+
+
+class ResolveRequest(DecisionRequest):
+    """The decision under a lease, with an optional payload for the source system."""
+
+    resolution_payload: dict[str, Any] | None = None
+
+
+class VoteRequest(DecisionRequest):
+    """A vote on a task with an approval rule (no lease), under the same decision rules."""
 
 
 class CreateApiKeyRequest(_Strict):
@@ -166,33 +175,6 @@ class TaskOut(BaseModel):
         default=None,
         description="Only on a task with an approval rule: `stage`, `stage_name`, `stages`, "
         "`approvals`, `required`, `waiting_on`, `against`, `met`, `outcome`, `text`.",
-    )
-
-
-class VoteRequest(_Strict):
-    """A vote on a task with an approval rule, under the same decision rules as a resolve."""
-
-    decision: Annotated[
-        Decision, WithJsonSchema({"type": "string", "enum": [d.value for d in DECISION_RULES]})
-    ]
-    notes: str | None = Field(
-        default=None,
-        description=notes_rule(),
-        json_schema_extra={"maxLength": NOTES_MAX_LENGTH},
-    )
-    operator_id: str | None = Field(
-        default=None, description="Must equal the caller's principal id."
-    )
-    revision: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_REVISION,
-        description="Required on a task with a subject: the revision voted on.",
-    )
-    digest: str | None = Field(
-        default=None,
-        pattern="^[a-f0-9]{64}$",
-        description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
 
 

@@ -13,12 +13,11 @@ from signoff.domain.approval_rules import (
     ApprovalRule,
     progress,
     rule_from_json,
-    vote_refusal,
     votes_from_json,
 )
 from signoff.domain.decisions import parse_decision, rule_for
 from signoff.domain.states import REVIEWERS, Decision, TaskStatus
-from signoff.domain.tasks import Principal, Task, decision_refusal
+from signoff.domain.tasks import Principal, Task, ballot_refusal
 from signoff.errors import SignoffError
 from signoff.services import votes as vote_service
 
@@ -57,14 +56,8 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
     else:
         # What a vote by this person would be told, before they type anything: the
         # decision rules (the producer's principal) and the approval rule.
-        refusal = decision_refusal(
+        refusal = ballot_refusal(
             task, principal, Decision.APPROVED, task.current_revision, task.digest
-        ) or vote_refusal(
-            rule,
-            votes,
-            voter=principal.principal_id,
-            voter_groups=principal.groups,
-            requested_by=task.requested_by,
         )
         if refusal is not None:
             why_not = refusal.message[:1].upper() + refusal.message[1:] + "."

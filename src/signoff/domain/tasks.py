@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from signoff.domain.approval_rules import progress, rule_from_json, votes_from_json
+from signoff.domain.approval_rules import progress, rule_from_json, vote_refusal, votes_from_json
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import DecisionRule, rule_for
 from signoff.domain.digests import canonical_json
@@ -385,6 +385,21 @@ def decision_refusal(
     if not rule.producer_may_decide and task.producer_id == principal.principal_id:
         return self_decision(principal.principal_id, rule)
     return None
+
+
+def ballot_refusal(
+    task: Task, principal: Principal, decision: Decision, revision: int | None, digest: str | None
+) -> SignoffError | None:
+    """Whether ``principal`` may cast this vote on ``task`` (which has an approval rule)
+    now: the decision rules first (:func:`decision_refusal`), then the approval rule's
+    (:func:`signoff.domain.approval_rules.vote_refusal`). Every door asks this."""
+    return decision_refusal(task, principal, decision, revision, digest) or vote_refusal(
+        rule_from_json(task.approval_rule or {}),
+        votes_from_json(task.votes),
+        voter=principal.principal_id,
+        voter_groups=principal.groups,
+        requested_by=task.requested_by,
+    )
 
 
 def self_decision(principal_id: str, rule: DecisionRule) -> Forbidden:

@@ -29,7 +29,6 @@ from signoff.domain.approval_rules import (
     parse_rule,
     progress,
     rule_from_json,
-    vote_refusal,
     votes_from_json,
 )
 from signoff.domain.decisions import checked_notes, rule_for
@@ -37,8 +36,8 @@ from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition
 from signoff.domain.tasks import (
     Principal,
     Task,
+    ballot_refusal,
     can_read,
-    decision_refusal,
     require_operator,
     require_role,
 )
@@ -107,18 +106,9 @@ async def vote(
             if repeat:  # the vote that decided it, asked again
                 return task
             raise _not_in_review(task)
-        refusal = decision_refusal(task, principal, decision, revision, digest)
+        refusal = ballot_refusal(task, principal, decision, revision, digest)
         if refusal is not None:
-            raise refusal
-        refusal = vote_refusal(
-            rule,
-            votes,
-            voter=principal.principal_id,
-            voter_groups=principal.groups,
-            requested_by=task.requested_by,
-        )
-        if refusal is not None:
-            if _repeat(mine, decision, notes, revision):
+            if _repeat(mine, decision, notes, revision):  # a retry of one's own live vote
                 return task
             raise refusal
         before = progress(rule, votes)

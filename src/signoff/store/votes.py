@@ -16,13 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.approval_rules import Vote
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Task
+from signoff.store.named import upsert_named
 from signoff.store.tables import approval_rules, review_tasks, task_votes
 from signoff.store.tasks import status_in, task_from_row, update_task_if
 
@@ -112,23 +112,9 @@ async def upsert_rule(
     conn: AsyncConnection, *, name: str, rule: dict[str, Any], now: datetime, create: bool
 ) -> bool:
     """Insert (``create``) or replace a rule; False when it already exists / does not."""
-    statement: Any
-    if create:
-        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-        statement = (
-            dialect_insert(approval_rules)
-            .values(name=name, rule=rule, created_at=now, updated_at=now)
-            .on_conflict_do_nothing()
-            .returning(A.name)
-        )
-    else:
-        statement = (
-            update(approval_rules)
-            .where(A.name == name)
-            .values(rule=rule, updated_at=now)
-            .returning(A.name)
-        )
-    return (await conn.execute(statement)).first() is not None
+    return await upsert_named(
+        conn, approval_rules, name=name, values={"rule": rule}, now=now, create=create
+    )
 
 
 async def find_rule(conn: AsyncConnection, name: str) -> dict[str, Any] | None:

@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import ACTIVE_STATUSES, REVIEWERS, Role, Transition
 from signoff.domain.tasks import Principal, Task
 from signoff.store.batch import chosen
+from signoff.store.named import upsert_named
 from signoff.store.tables import (
     api_keys,
     escalation_policies,
@@ -38,23 +38,9 @@ async def upsert_policy(
     conn: AsyncConnection, *, name: str, levels: list[dict[str, Any]], now: datetime, create: bool
 ) -> bool:
     """Insert (``create``) or replace a policy; False when it already exists / does not."""
-    statement: Any
-    if create:
-        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-        statement = (
-            dialect_insert(escalation_policies)
-            .values(name=name, levels=levels, created_at=now, updated_at=now)
-            .on_conflict_do_nothing()
-            .returning(P.name)
-        )
-    else:
-        statement = (
-            update(escalation_policies)
-            .where(P.name == name)
-            .values(levels=levels, updated_at=now)
-            .returning(P.name)
-        )
-    return (await conn.execute(statement)).first() is not None
+    return await upsert_named(
+        conn, escalation_policies, name=name, values={"levels": levels}, now=now, create=create
+    )
 
 
 async def find_policy(conn: AsyncConnection, name: str) -> dict[str, Any] | None:
