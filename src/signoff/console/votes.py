@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import Request
 
+from signoff.console import wording
 from signoff.console.shared import Notice, read_form, service_context
 from signoff.domain.approval_rules import (
     ApprovalRule,
@@ -60,7 +61,7 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
             task, principal, Decision.APPROVED, task.current_revision, task.digest
         )
         if refusal is not None:
-            why_not = refusal.message[:1].upper() + refusal.message[1:] + "."
+            why_not = wording.refusal_text(refusal)
     return {
         "progress": progress(rule, votes),
         "rule_text": rule_text(rule),
@@ -91,7 +92,7 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
             door="console",
         )
     except SignoffError as error:
-        return [Notice(error.message[:1].upper() + error.message[1:] + ".", "error", error)]
+        return [Notice(wording.refusal_text(error), "error", error)]
     request.state.vote_notes = ""
     standing = progress(rule_from_json(task.approval_rule or {}), votes_from_json(task.votes))
     return [Notice(f"Your vote to {rule_for(decision).verb} is recorded. {standing.text()}.", "ok")]

@@ -458,6 +458,8 @@ REFUSAL_ADVICE: Mapping[ErrorCode, str] = MappingProxyType(
         ErrorCode.CSRF: "This page is out of date. Reload it and decide again.",
         ErrorCode.NOT_IN_GROUP: "This task is now assigned to a group you are not in. "
         "Ask a supervisor if you should still decide it.",
+        ErrorCode.ALREADY_VOTED: "You have already voted on this revision: a person's vote "
+        "counts once. If the content changes materially, you will be asked to vote again.",
     }
 )
 
