@@ -106,7 +106,22 @@ APPROVAL_RULE_SCHEMA: dict[str, Any] = {
         "groups": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
         "veto": {"type": "boolean"},
         "exclude": {"type": "array", "items": {"enum": [e.value for e in Exclusion]}},
-        "stages": {"type": "array", "minItems": 1, "maxItems": MAX_STAGES},
+        "stages": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_STAGES,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "approvals": {"type": "integer", "minimum": 1, "maximum": MAX_APPROVALS},
+                    "groups": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer", "minimum": 1},
+                    },
+                },
+            },
+        },
     },
 }
 
