@@ -52,6 +52,8 @@ def test_defaults_and_the_stored_form_round_trip() -> None:
         ({"stages": [{"name": "x"}, {"name": "x"}]}, "approval_rule.stages"),
         ({"stages": [{"approvals": 2, "groups": {"a": 3}}]}, "approval_rule.stages[0].approvals"),
         ([], "approval_rule"),
+        ({"exclude": [{"who": "requester"}]}, "approval_rule.exclude"),
+        ({"name": 7}, "approval_rule.name"),
     ],
 )
 def test_bad_rules_name_the_field(raw: Any, field: str) -> None:

@@ -191,7 +191,9 @@ def parse_rule(raw: Any, field: str = "approval_rule", name: str | None = None) 
         raise validation_error([FieldError(f"{field}.veto", "must be true or false")])
     exclude_raw = raw.get("exclude", [])
     known = {e.value for e in Exclusion}
-    if not isinstance(exclude_raw, list) or any(e not in known for e in exclude_raw):
+    if not isinstance(exclude_raw, list) or any(
+        not isinstance(e, str) or e not in known for e in exclude_raw
+    ):
         raise validation_error(
             [FieldError(f"{field}.exclude", f"must list some of: {', '.join(sorted(known))}")]
         )
@@ -213,11 +215,16 @@ def parse_rule(raw: Any, field: str = "approval_rule", name: str | None = None) 
             raise validation_error([FieldError(f"{field}.stages", "stage names must differ")])
     else:
         stages = (_stage({k: raw[k] for k in ("approvals", "groups") if k in raw}, field, "all"),)
+    given_name = raw.get("name")
+    if given_name is not None and (
+        not isinstance(given_name, str) or not RULE_NAME.match(given_name)
+    ):
+        raise validation_error([FieldError(f"{field}.name", "is not a rule name")])
     return ApprovalRule(
         stages=stages,
         veto=veto,
         exclude=frozenset(Exclusion(e) for e in exclude_raw),
-        name=name if name is not None else raw.get("name"),
+        name=name if name is not None else given_name,
     )
 
 
