@@ -195,6 +195,13 @@ async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSessi
         # Two first sign-ins of one identity at once (two tabs): the other created the
         # account a moment ago. Once more, and this one finds it.
         return await _sign_in_oidc(ctx, identity)
+    except Forbidden as refusal:
+        # The other tab's account can also become visible between this one's two reads
+        # (by identity: none yet; by name: there it is): once more, and the read by
+        # identity finds it. A name that really is another account's is refused again.
+        if refusal.error_code is not ErrorCode.ACCOUNT_IS_LOCAL:
+            raise
+        return await _sign_in_oidc(ctx, identity)
 
 
 async def _sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSession:
