@@ -308,11 +308,21 @@ class Signoff:
         notes: str | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        stage: int | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
-        once). Pass the :class:`Task` you reviewed to vote on the revision it shows."""
+        once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
+        the ``stage`` (from 1) to vote at a later stage after voting at an earlier one.
+        The answer's ``vote`` says whether the vote was recorded and counted."""
         return self._runner.run(
-            ops.vote(task, decision=decision, notes=notes, revision=revision, digest=digest)
+            ops.vote(
+                task,
+                decision=decision,
+                notes=notes,
+                revision=revision,
+                digest=digest,
+                stage=stage,
+            )
         )
 
     def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:

@@ -507,14 +507,18 @@ def vote(
     notes: str | None,
     revision: int | None,
     digest: str | None,
+    stage: int | None = None,
 ) -> Op[Task]:
     """Vote on a task with an approval rule (no lease). Given a :class:`Task`, the revision
-    and digest it shows are the ones voted on; the identical vote repeated is idempotent."""
+    and digest it shows are the ones voted on; the identical vote repeated is idempotent
+    (a retry never becomes a second vote). ``stage`` (from 1) names the stage the vote is
+    meant for: needed to vote at a later stage after voting at an earlier one. The
+    answer's ``vote`` says whether the vote was recorded and counted."""
     if isinstance(task_id, Task) and task_id.current_revision is not None:
         revision = revision if revision is not None else task_id.current_revision
         digest = digest if digest is not None else task_id.digest
     body: dict[str, Any] = {"decision": decision}
-    optional = {"notes": notes, "revision": revision, "digest": digest}
+    optional = {"notes": notes, "revision": revision, "digest": digest, "stage": stage}
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call("POST", f"/tasks/{_id(task_id)}/votes", json=body, retry=True)
     return _task(response)
