@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client import _wait_ops
 from signoff.client._catchup import EventsSince, events_since
 from signoff.client._client import (
     DEFAULT_BACKOFF,
@@ -148,7 +149,7 @@ class AsyncSignoff:
     ) -> Task:
         """See :meth:`Signoff.wait_for_decision`."""
         return await self._runner.run(
-            ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
+            _wait_ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
         )
 
     async def revise(

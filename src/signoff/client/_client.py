@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client import _wait_ops
 from signoff.client._catchup import EventsSince, events_since
 from signoff.client._execution import ExecutionRun
 from signoff.client._models import (
@@ -168,7 +169,9 @@ class Signoff:
         """Block until the task is decided (``status`` RESOLVED, ``decision`` set) or can no
         longer be (EXPIRED, CANCELLED), long-polling the server. With ``revision``, only a
         decision about that revision counts. Raises :class:`DecisionTimeout`."""
-        return self._runner.run(ops.wait_for_decision(task_id, timeout=timeout, revision=revision))
+        return self._runner.run(
+            _wait_ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
+        )
 
     def revise(
         self,
