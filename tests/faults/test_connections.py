@@ -4,12 +4,14 @@ and connections beyond ``SIGNOFF_MAX_CONNECTIONS`` are closed as soon as they op
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.faults.harness import service_env
 from tests.processes import Server, wait_for
@@ -75,3 +77,44 @@ def test_connections_beyond_the_cap_are_refused_until_some_close(
             for sock in held:
                 sock.close()
         wait_for(lambda: _healthy(server.base_url), seconds=PATIENCE, what="a slot again")
+
+
+def _log_events(log: Path, event: str) -> list[dict[str, object]]:
+    lines = []
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == event:
+            lines.append(record)
+    return lines
+
+
+@pytest.mark.parametrize("path", ["/console/login", "/r/some-resume-link-token"])
+def test_a_client_gone_mid_body_is_one_info_line_without_a_traceback(
+    database_url: str, tmp_path: Path, path: str
+) -> None:
+    env = service_env(database_url)
+    with Server(env, tmp_path / "serve.log") as server:
+        with _connection(server.port) as gone:
+            gone.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: signoff\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n"
+                "Content-Length: 1000\r\n\r\nusername=ann&pass".encode()
+            )
+        wait_for(
+            lambda: (
+                _log_events(server.log, "request.client_gone")
+                or "Traceback" in server.log.read_text()
+            ),
+            seconds=PATIENCE,
+            what="the server to notice the client went away",
+        )
+        assert _healthy(server.base_url)  # and it keeps serving
+        log = server.log.read_text()
+    assert "Traceback" not in log
+    (line,) = _log_events(server.log, "request.client_gone")
+    assert line["level"] == "info"
+    assert line["method"] == "POST"
+    assert "some-resume-link-token" not in log  # the link's token stays out of the log
