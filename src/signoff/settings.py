@@ -36,6 +36,17 @@ class Settings(BaseSettings):
     # --- what the server bounds (docs/operations.md, "Connection limits and timeouts") ---
     header_timeout_seconds: float = Field(default=10, gt=0)
     """A connection must finish a request's headers within this long, or is closed."""
+    body_timeout_seconds: float = Field(default=30, gt=0)
+    """A request's whole body must arrive within this long after its headers, or the
+    connection is closed."""
+    body_min_rate_bytes: int = Field(default=1024, ge=0)
+    """After the first ``body_rate_grace_seconds``, a body must keep arriving at this many
+    bytes a second on average (since its headers), or the connection is closed (0: off)."""
+    body_rate_grace_seconds: float = Field(default=5, ge=0)
+    """How long a body may take before its rate is held to ``body_min_rate_bytes``."""
+    write_timeout_seconds: float = Field(default=30, gt=0)
+    """A client that reads nothing of an answer for this long (the server's send buffer
+    full all along) has its connection closed."""
     max_connections: int = Field(default=1000, ge=1)
     """Open connections per ``signoff serve`` process; one more is closed at once."""
     shutdown_wait_seconds: float = Field(default=30, gt=0)
