@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     """Open connections per ``signoff serve`` process; one more is closed at once."""
     shutdown_wait_seconds: float = Field(default=30, gt=0)
     """On SIGTERM: how long requests in flight may take before they are cancelled."""
+    diff_threads: int = Field(default=2, ge=1, le=64)
+    """Threads per process that work out diffs (line and word diffs of long strings)."""
+    password_threads: int = Field(default=2, ge=1, le=64)
+    """Threads per process that hash and check passwords (Argon2)."""
+    diff_cache_entries: int = Field(default=32, ge=0)
+    """Diffs kept per process, by revision pair (least recently used first out; 0: none)."""
     max_long_polls_per_key: int = Field(default=100, ge=1)
     """Long-polls one API key (or console user) may have parked at once, per process."""
     max_streams_per_key: int = Field(default=10, ge=1)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from signoff.console import wording
-from signoff.domain.revisions import LINE_DIFF_MAX_CHARS, structured_diff
+from signoff.domain.revisions import LINE_DIFF_MAX_CHARS, DiffBudget, structured_diff
 from signoff.domain.states import TRANSITIONS, Decision
 from signoff.errors import Conflict, ErrorCode
 
@@ -53,7 +53,8 @@ def test_a_word_diff_beyond_the_line_diff_bounds_is_not_attempted() -> None:
     started = time.monotonic()
     assert wording.word_diff(long, long + "more") is None
     assert time.monotonic() - started < 1  # refused by size, not worked out
-    assert wording.word_diff("a b c " * 1000, "c b a " * 1000, seconds=0) is None
+    spent = DiffBudget(seconds=0)
+    assert wording.word_diff("a b c " * 1000, "c b a " * 1000, spent) is None
 
 
 def test_a_structured_diff_reads_as_labelled_changes() -> None:

@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if shield is not None:
                 await shield.close()
             await database.dispose()
+            context.cpu.close()
             process_stopped()
 
     app = SignoffAPI(

@@ -132,7 +132,7 @@ async def _task_values(
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
         "diff": diff,
-        "changes": await wording.change_view(diff),
+        "changes": await wording.change_view(diff, context.cpu.diffs),
         "earlier": earlier,
         "history": wording.history(trail, me, now),
         "summary_revision": wording.summary_revision(task.has_subject),

@@ -10,9 +10,7 @@ nothing here shows one to a person.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,11 +22,12 @@ from signoff.domain.decisions import rule_for
 from signoff.domain.revisions import (
     LINE_DIFF_MAX_CHARS,
     LINE_DIFF_MAX_LINES,
-    LINE_DIFF_SECONDS,
+    DiffBudget,
     bounded_opcodes,
 )
 from signoff.domain.states import Decision
 from signoff.errors import ErrorCode, SignoffError
+from signoff.services.cpu import CpuPool
 
 # Times ---------------------------------------------------------------------------------
 
@@ -118,17 +117,20 @@ class Piece:
     text: str
 
 
-def word_diff(before: str, after: str, seconds: float = LINE_DIFF_SECONDS) -> list[Piece] | None:
+def word_diff(before: str, after: str, budget: DiffBudget | None = None) -> list[Piece] | None:
     """``before`` → ``after`` word by word, or ``None`` when that is too large to show:
     longer than the line diff's bounds (:data:`signoff.domain.revisions.LINE_DIFF_MAX_CHARS`,
-    at most ``LINE_DIFF_MAX_LINES`` words per line on average) or not found within
-    ``seconds``. CPU work: call it off the event loop (:func:`change_view` does)."""
-    if max(len(before), len(after)) > LINE_DIFF_MAX_CHARS:
+    at most ``LINE_DIFF_MAX_LINES`` words per line on average), or more than what is left
+    of ``budget`` (a diff's whole budget; a fresh one when not given). CPU work: call it
+    off the event loop (:func:`change_view` does)."""
+    budget = budget or DiffBudget()
+    chars = max(len(before), len(after))
+    if chars > LINE_DIFF_MAX_CHARS:
         return None
     a, b = _TOKEN.findall(before), _TOKEN.findall(after)
-    if max(len(a), len(b)) > LINE_DIFF_MAX_LINES * 10:
+    if max(len(a), len(b)) > LINE_DIFF_MAX_LINES * 10 or not budget.take(chars, 0):
         return None
-    opcodes = bounded_opcodes(a, b, seconds)
+    opcodes = bounded_opcodes(a, b, budget)
     if opcodes is None:
         return None
     pieces: list[Piece] = []
@@ -174,14 +176,16 @@ class ChangeView:
     start: int
     end: int
     changes: list[Change] = field(default_factory=list)
+    truncated: bool = False
+    """Some changes are too large to compare: each says so, and its text is shown whole."""
 
 
-def _changed(entry: Mapping[str, Any], deadline: float) -> Change:
+def _changed(entry: Mapping[str, Any], budget: DiffBudget) -> Change:
     label, before, after = field_label(entry["path"]), entry["from"], entry["to"]
     if entry.get("line_diff_too_large"):
         return Change(label, "changed", too_large=True, path=entry["path"])
     if isinstance(before, str) and isinstance(after, str):
-        pieces = word_diff(before, after, max(0.0, deadline - time.monotonic()))
+        pieces = word_diff(before, after, budget)
         if pieces is None:
             return Change(label, "changed", too_large=True, path=entry["path"])
         return Change(label, "changed", pieces, before, after, path=entry["path"])
@@ -191,10 +195,10 @@ def _changed(entry: Mapping[str, Any], deadline: float) -> Change:
 def changes_of(diff: Mapping[str, Any]) -> ChangeView:
     """A structured diff (:func:`signoff.domain.revisions.structured_diff`, with ``from``
     and ``to``) as changes in words, in document order. All its word diffs together get
-    ``LINE_DIFF_SECONDS``; a text left when that is spent is shown as too large.
-    CPU-bound: see :func:`change_view`."""
-    deadline = time.monotonic() + LINE_DIFF_SECONDS
-    rows: list[Change] = [_changed(entry, deadline) for entry in diff.get("changed", [])]
+    one :class:`~signoff.domain.revisions.DiffBudget`; a text left when that is spent is
+    shown as too large. CPU-bound: see :func:`change_view`."""
+    budget = DiffBudget()
+    rows: list[Change] = [_changed(entry, budget) for entry in diff.get("changed", [])]
     rows += [
         Change(field_label(e["path"]), "added", after=e["value"], path=e["path"])
         for e in diff.get("added", [])
@@ -211,21 +215,22 @@ def changes_of(diff: Mapping[str, Any]) -> ChangeView:
         Change(
             f"Source {s['source']}",
             "changed",
-            word_diff(str(s["from"]), str(s["to"]), max(0.0, deadline - time.monotonic())),
+            word_diff(str(s["from"]), str(s["to"]), budget),
             s["from"],
             s["to"],
         )
         for s in sources.get("changed", [])
     ]
-    return ChangeView(int(diff["from"]), int(diff["to"]), rows)
+    truncated = bool(diff.get("truncated")) or any(row.too_large for row in rows)
+    return ChangeView(int(diff["from"]), int(diff["to"]), rows, truncated)
 
 
-async def change_view(diff: Mapping[str, Any] | None) -> ChangeView | None:
-    """:func:`changes_of` in a worker thread (word diffs are bounded CPU work that must
-    not hold up the event loop's other requests)."""
+async def change_view(diff: Mapping[str, Any] | None, pool: CpuPool) -> ChangeView | None:
+    """:func:`changes_of` on ``pool`` (the diff threads): word diffs are bounded CPU work
+    that must not hold up the event loop nor other kinds of work."""
     if diff is None:
         return None
-    return await asyncio.to_thread(changes_of, diff)
+    return await pool.run(changes_of, diff)
 
 
 # The history as sentences --------------------------------------------------------------

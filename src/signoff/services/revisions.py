@@ -3,8 +3,7 @@ source revocation, revision history, diffs and what a reviewer last saw."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -128,10 +127,13 @@ async def revise_subject(
     carried_diff = None
     if effect is RevisionEffect.CARRY_FORWARD:  # worked out before the write transaction
         carried_diff = await diff_off_loop(
-            previous["subject"],
-            proposal.subject,
-            previous["source_revisions"],
-            proposal.source_revisions,
+            ctx,
+            previous,
+            {
+                "subject": proposal.subject,
+                "digest": digest,
+                "source_revisions": proposal.source_revisions,
+            },
         )
     async with ctx.database.transaction() as uow:
         conn = uow.connection
@@ -337,18 +339,35 @@ async def diff(
     return {
         "from": start,
         "to": end,
-        **await diff_off_loop(
-            old["subject"], new["subject"], old["source_revisions"], new["source_revisions"]
-        ),
+        **await diff_off_loop(ctx, old, new),
     }
 
 
 async def diff_off_loop(
-    old: dict[str, Any], new: dict[str, Any], old_sources: Sequence[str], new_sources: Sequence[str]
+    ctx: ServiceContext, old: Mapping[str, Any], new: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """:func:`structured_diff` in a worker thread: a line diff of long strings is CPU work
-    (bounded, but not free) that must not hold up the event loop's other requests."""
-    return await asyncio.to_thread(structured_diff, old, new, old_sources, new_sources)
+    """:func:`structured_diff` of two revisions (their ``subject``, ``digest`` and
+    ``source_revisions``) on the diff threads (:mod:`signoff.services.cpu`): line diffs of
+    long strings are CPU work, bounded per diff, that must not hold up the event loop nor
+    other kinds of work. Kept per revision pair (:mod:`signoff.services.diff_cache`); the
+    result is shared: read it, never change it."""
+    key = (
+        old["digest"],
+        new["digest"],
+        tuple(old["source_revisions"]),
+        tuple(new["source_revisions"]),
+    )
+
+    async def compute() -> dict[str, Any]:
+        return await ctx.cpu.diffs.run(
+            structured_diff,
+            old["subject"],
+            new["subject"],
+            old["source_revisions"],
+            new["source_revisions"],
+        )
+
+    return await ctx.diff_cache.get(key, compute)
 
 
 def last_decided_revision(trail: Sequence[dict[str, Any]], principal_id: str) -> int | None:
