@@ -23,7 +23,7 @@ from signoff.api.deps import (
 )
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
-from signoff.console import wording
+from signoff.console import changes, wording
 from signoff.console.auth import current_user
 from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
@@ -207,7 +207,7 @@ async def _page(
         csrf=state.csrf,
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
-        changes=await wording.change_view(state.diff, context.cpu.diffs),
+        changes=await changes.change_view(state.diff, context.cpu.diffs),
         summary_revision=wording.summary_revision(task.get("current_revision") is not None),
         console_url=console_url,
         notes=notes,
