@@ -85,7 +85,8 @@ class SignoffHttp(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_arrived()
         super().on_headers_complete()
-        self._expect_body()
+        if not (self.parser.should_upgrade() and self._should_upgrade()):
+            self._expect_body()  # an upgraded connection is another protocol's
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
