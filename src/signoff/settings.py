@@ -55,8 +55,9 @@ class Settings(BaseSettings):
     """Threads per process that work out diffs (line and word diffs of long strings)."""
     password_threads: int = Field(default=2, ge=1, le=64)
     """Threads per process that hash and check passwords (Argon2)."""
-    diff_cache_entries: int = Field(default=32, ge=0)
-    """Diffs kept per process, by revision pair (least recently used first out; 0: none)."""
+    diff_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Diffs kept per process, by revision pair, up to this many bytes of their JSON
+    (least recently used out first; 0: none)."""
     max_long_polls_per_key: int = Field(default=100, ge=1)
     """Long-polls one API key (or console user) may have parked at once, per process."""
     max_streams_per_key: int = Field(default=10, ge=1)

@@ -47,7 +47,7 @@ class ServiceContext:
     @cached_property
     def diff_cache(self) -> DiffCache:
         """The diffs this process has worked out, by revision pair."""
-        return DiffCache(self.settings.diff_cache_entries)
+        return DiffCache(self.settings.diff_cache_bytes)
 
     @cached_property
     def keyring(self) -> Keyring:

@@ -33,6 +33,7 @@ from signoff.errors import (
 from signoff.services import notifications, votes
 from signoff.services.common import get_task, producer_task, record_transition
 from signoff.services.context import ServiceContext
+from signoff.services.diff_cache import sized
 from signoff.store import approvals as store
 from signoff.store import tasks as task_store
 
@@ -358,14 +359,18 @@ async def diff_off_loop(
         tuple(new["source_revisions"]),
     )
 
-    async def compute() -> dict[str, Any]:
-        return await ctx.cpu.diffs.run(
-            structured_diff,
-            old["subject"],
-            new["subject"],
-            old["source_revisions"],
-            new["source_revisions"],
+    def work() -> tuple[dict[str, Any], int]:
+        return sized(
+            structured_diff(
+                old["subject"],
+                new["subject"],
+                old["source_revisions"],
+                new["source_revisions"],
+            )
         )
+
+    async def compute() -> tuple[dict[str, Any], int]:
+        return await ctx.cpu.diffs.run(work)
 
     return await ctx.diff_cache.get(key, compute)
 
