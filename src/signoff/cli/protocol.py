@@ -151,10 +151,14 @@ class SignoffHttp(HttpToolsProtocol):
     def _check_body(self) -> None:
         self._body_due = None
         now = self.loop.time()
-        if self.flow is not None and self.flow.read_paused:
+        held = (self.flow is not None and self.flow.read_paused) or (
+            self.cycle is not None and self.cycle.waiting_for_100_continue
+        )
+        if held:
             # The server is not reading (the application has not taken the body yet, or
-            # an earlier request on this connection is still answered): not the client's
-            # delay. Count the time from here until reading resumes.
+            # not yet asked for a body sent after "100 Continue", or an earlier request
+            # on this connection is still answered): not the client's delay. Count the
+            # time from here until reading resumes.
             if self._read_held_since is None:
                 self._read_held_since = now
             self._body_due = self.loop.call_at(now + 1.0, self._check_body)
