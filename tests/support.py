@@ -134,6 +134,10 @@ class LiveServer:
         self._thread.join(timeout=20)
         self._sock.close()
 
+    def running_requests(self) -> set[Any]:
+        """The requests the server is working on now (uvicorn's tasks, one per request)."""
+        return set(self._server.server_state.tasks)
+
     def client(self, key: str | None, principal_id: str | None = None) -> Client:
         return Client(self.base_url, key, principal_id)
 

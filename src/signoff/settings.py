@@ -36,10 +36,28 @@ class Settings(BaseSettings):
     # --- what the server bounds (docs/operations.md, "Connection limits and timeouts") ---
     header_timeout_seconds: float = Field(default=10, gt=0)
     """A connection must finish a request's headers within this long, or is closed."""
+    body_timeout_seconds: float = Field(default=30, gt=0)
+    """A request's whole body must arrive within this long after its headers, or the
+    connection is closed."""
+    body_min_rate_bytes: int = Field(default=1024, ge=0)
+    """After the first ``body_rate_grace_seconds``, a body must keep arriving at this many
+    bytes a second on average (since its headers), or the connection is closed (0: off)."""
+    body_rate_grace_seconds: float = Field(default=5, ge=0)
+    """How long a body may take before its rate is held to ``body_min_rate_bytes``."""
+    write_timeout_seconds: float = Field(default=30, gt=0)
+    """A client that reads nothing of an answer for this long (the server's send buffer
+    full all along) has its connection closed."""
     max_connections: int = Field(default=1000, ge=1)
     """Open connections per ``signoff serve`` process; one more is closed at once."""
     shutdown_wait_seconds: float = Field(default=30, gt=0)
     """On SIGTERM: how long requests in flight may take before they are cancelled."""
+    diff_threads: int = Field(default=2, ge=1, le=64)
+    """Threads per process that work out diffs (line and word diffs of long strings)."""
+    password_threads: int = Field(default=2, ge=1, le=64)
+    """Threads per process that hash and check passwords (Argon2)."""
+    diff_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Diffs kept per process, by revision pair, up to this many bytes of their JSON
+    (least recently used out first; 0: none)."""
     max_long_polls_per_key: int = Field(default=100, ge=1)
     """Long-polls one API key (or console user) may have parked at once, per process."""
     max_streams_per_key: int = Field(default=10, ge=1)

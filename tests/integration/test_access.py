@@ -208,6 +208,28 @@ def test_openapi_documents_every_endpoint_body_and_error(server: LiveServer) -> 
     }
 
 
+def test_the_openapi_document_is_built_once_and_served_as_the_same_bytes(
+    server: LiveServer,
+) -> None:
+    built = 0
+    build = server.app.openapi
+
+    def counted() -> dict[str, object]:
+        nonlocal built
+        built += 1
+        return build()
+
+    server.app.openapi = counted  # type: ignore[method-assign]
+    with server.client(None) as anonymous:
+        first = anonymous.get("/openapi.json")
+        second = anonymous.get("/openapi.json")
+    assert first.status_code == second.status_code == 200
+    assert first.headers["content-type"] == "application/json"
+    assert first.content == second.content
+    assert json.loads(first.content)["openapi"].startswith("3.")
+    assert built == 1
+
+
 def test_a_wrong_method_is_a_405_problem(server: LiveServer) -> None:
     with server.admin() as admin:
         response = admin.put("/tasks/escalate")

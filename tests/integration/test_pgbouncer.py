@@ -5,7 +5,9 @@ port in front of the local PostgreSQL and runs escalate → claim → resolve th
 from __future__ import annotations
 
 import asyncio
+import configparser
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -32,6 +34,27 @@ from tests.support import ADMIN_KEY, escalation, example_resolve, live_server
 
 pytestmark = pytest.mark.postgres
 
+DEPLOY_DOC = Path(__file__).parents[2] / "docs" / "deploy.md"
+#: What the test's pgbouncer takes from the example in docs/deploy.md (its sizes are its own).
+FROM_THE_DOCS = ("pool_mode", "server_login_retry", "ignore_startup_parameters")
+
+
+def documented_settings() -> dict[str, str]:
+    """The ``[pgbouncer]`` section of the example configuration in docs/deploy.md."""
+    block = re.search(r"```ini\n(.*?)```", DEPLOY_DOC.read_text(), re.DOTALL)
+    assert block, "docs/deploy.md has no ini example"
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";",))
+    parser.read_string(block.group(1))
+    return dict(parser["pgbouncer"])
+
+
+def test_the_documented_pgbouncer_logs_in_again_within_a_second_after_a_restart() -> None:
+    documented = documented_settings()
+    assert documented["pool_mode"] == "transaction"
+    # PgBouncer waits server_login_retry seconds (15 by default) before it tries a
+    # database that refused a login again: every request waits for it after a restart.
+    assert float(documented.get("server_login_retry", "15")) <= 1
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -45,6 +68,7 @@ def pgbouncer(postgres_database: str, tmp_path: Path) -> Iterator[str]:
     binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     assert Path(binary).exists(), "pgbouncer is not installed (.ci/run installs it)"
     target = urlsplit(postgres_database)
+    documented = documented_settings()
     port = _free_port()
     workdir = tmp_path / "pgbouncer"
     workdir.mkdir()
@@ -56,8 +80,8 @@ def pgbouncer(postgres_database: str, tmp_path: Path) -> Iterator[str]:
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {workdir / 'users.txt'}\n"
         f"admin_users = {target.username}\n"
-        "pool_mode = transaction\nmax_client_conn = 200\ndefault_pool_size = 8\n"
-        "ignore_startup_parameters = extra_float_digits,options\n"
+        "max_client_conn = 200\ndefault_pool_size = 8\n"
+        + "".join(f"{name} = {documented[name]}\n" for name in FROM_THE_DOCS)
     )
     command = [binary, str(workdir / "pgbouncer.ini")]
     if os.geteuid() == 0:  # pgbouncer refuses to run as root

@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if shield is not None:
                 await shield.close()
             await database.dispose()
+            context.cpu.close()
             process_stopped()
 
     app = SignoffAPI(
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         lifespan=lifespan,
         docs_url=None,  # served by install_docs from vendored assets, never a CDN
         redoc_url=None,
+        openapi_url=None,  # served by install_docs from bytes encoded once per process
     )
     install_problem_handlers(app)
     app.add_middleware(FastLane, fastapi_app=app)  # the hot task routes (api/fastlane.py)

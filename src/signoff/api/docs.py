@@ -10,7 +10,9 @@ from importlib import resources
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
+
+from signoff.api.openapi import openapi_bytes
 
 ASSETS_URL = "/docs-assets"
 
@@ -19,9 +21,18 @@ def assets_directory() -> str:
     return str(resources.files("fastapi_offline") / "static")
 
 
+#: Where the OpenAPI document is served (the application is built with
+#: ``openapi_url=None``: this module serves it, from bytes encoded once).
+OPENAPI_URL = "/openapi.json"
+
+
 def install_docs(app: FastAPI) -> None:
     app.mount(ASSETS_URL, StaticFiles(directory=assets_directory()), name="docs-assets")
-    openapi_url = app.openapi_url or "/openapi.json"
+    openapi_url = OPENAPI_URL
+
+    @app.get(OPENAPI_URL, include_in_schema=False)
+    async def openapi_document() -> Response:
+        return Response(openapi_bytes(app), media_type="application/json")
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:

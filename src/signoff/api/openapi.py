@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.responses import JSONResponse
 
 from signoff.api.operation_errors import ERROR_CODES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
@@ -386,3 +387,14 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         schemas["Problem"]["example"] = PROBLEM_EXAMPLE
     app.openapi_schema = schema
     return schema
+
+
+def openapi_bytes(app: FastAPI) -> bytes:
+    """The document as ``GET /openapi.json`` serves it, built and encoded once per
+    process: serialising it costs about a tenth of a second of the event loop, and the
+    route needs no key."""
+    cached: bytes | None = getattr(app.state, "openapi_bytes", None)
+    if cached is None:
+        cached = bytes(JSONResponse(app.openapi()).body)
+        app.state.openapi_bytes = cached
+    return cached

@@ -19,6 +19,7 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from signoff.domain.json_input import join_path
@@ -144,6 +145,14 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(_request_validation(exc))
 
     app.add_exception_handler(StarletteHTTPException, http_problem)  # type: ignore[arg-type]
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, _exc: ClientDisconnect) -> Response:
+        # The client closed its connection before its body had arrived (or the server
+        # closed it for arriving too slowly): there is nobody to answer and nothing wrong
+        # with the server, so one info line and no traceback. The answer is never sent.
+        log.info("request.client_gone", method=request.method, path=request.url.path)
+        return Response(status_code=400)
 
     async def _database_failure(_request: Request, exc: Exception) -> Response:
         # Every database failure, from SQLAlchemy, the hot path's asyncpg statements,

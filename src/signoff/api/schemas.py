@@ -432,6 +432,11 @@ class DiffOut(BaseModel):
     removed: list[dict[str, Any]]
     changed: list[dict[str, Any]]
     sources: dict[str, Any]
+    truncated: bool = Field(
+        description="At least one change is too large to compare: it carries "
+        "`line_diff_too_large: true` instead of a `line_diff` (its `from` and `to` stay "
+        "whole). A diff's line diffs share one budget of characters, lines and CPU time."
+    )
 
 
 class WebhookEndpointListOut(BaseModel):

@@ -199,7 +199,8 @@ class Revision(_Model):
 
 class Diff(_Model):
     """What changed between two revisions: each entry names its ``path`` (a JSON
-    Pointer); a changed long string also carries ``line_diff``."""
+    Pointer); a changed long string also carries ``line_diff``, or ``line_diff_too_large``
+    when it is too large to compare (``truncated`` is then true)."""
 
     from_revision: int = Field(alias="from")
     to_revision: int = Field(alias="to")
@@ -207,6 +208,7 @@ class Diff(_Model):
     removed: list[dict[str, Any]] = Field(default_factory=list)
     changed: list[dict[str, Any]] = Field(default_factory=list)
     sources: dict[str, Any] = Field(default_factory=dict)
+    truncated: bool = False
 
 
 class WebhookEndpoint(_Model):

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import review_session, views, wording
+from signoff.console import changes, review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.inbox import FILTER_NAMES, next_in_view
@@ -132,7 +132,7 @@ async def _task_values(
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
         "diff": diff,
-        "changes": await wording.change_view(diff),
+        "changes": await changes.change_view(diff, context.cpu.diffs),
         "earlier": earlier,
         "history": wording.history(trail, me, now),
         "summary_revision": wording.summary_revision(task.has_subject),

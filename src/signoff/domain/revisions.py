@@ -167,11 +167,44 @@ def changed_paths(old: Any, new: Any) -> list[str]:
 
 
 #: A line diff is shown only for strings of at most this many characters and lines (each
-#: side) and when it is found within ``LINE_DIFF_SECONDS`` of work; beyond, the change
+#: side), and only while the whole diff's :class:`DiffBudget` lasts; beyond, the change
 #: carries ``line_diff_too_large`` instead (the whole before and after stay in it).
 LINE_DIFF_MAX_CHARS = 200_000
 LINE_DIFF_MAX_LINES = 5_000
-LINE_DIFF_SECONDS = 0.5
+#: What one diff may spend on line (or word) diffs, all its strings together: characters
+#: and lines compared (the longer side of each string) and CPU seconds of the thread that
+#: works it out.
+DIFF_MAX_CHARS = 400_000
+DIFF_MAX_LINES = 10_000
+DIFF_CPU_SECONDS = 0.5
+
+
+class DiffBudget:
+    """What is left of one diff's budget. Time is the CPU time of the thread doing the
+    work (``time.thread_time``), so a diff is charged for what it computes, not for
+    waiting its turn; make the budget in the thread that spends it."""
+
+    def __init__(
+        self,
+        chars: int = DIFF_MAX_CHARS,
+        lines: int = DIFF_MAX_LINES,
+        seconds: float = DIFF_CPU_SECONDS,
+    ) -> None:
+        self.chars = chars
+        self.lines = lines
+        self._until = time.thread_time() + seconds
+
+    def out_of_time(self) -> bool:
+        return time.thread_time() >= self._until
+
+    def take(self, chars: int, lines: int) -> bool:
+        """Reserve ``chars`` characters and ``lines`` lines for one comparison; ``False``
+        (nothing reserved) when they are not left, or the time is spent."""
+        if chars > self.chars or lines > self.lines or self.out_of_time():
+            return False
+        self.chars -= chars
+        self.lines -= lines
+        return True
 
 
 class _OutOfTime(Exception):
@@ -179,20 +212,20 @@ class _OutOfTime(Exception):
 
 
 class _BoundedMatcher(difflib.SequenceMatcher[str]):
-    """difflib's matcher, giving up once ``deadline`` (``time.monotonic``) has passed.
+    """difflib's matcher, giving up once its budget's time is spent.
 
     Each step it takes is bounded by the line cap (and by difflib's own junk heuristic,
     which drops lines repeated in more than 1% of a long text), so checking between steps
     bounds the whole."""
 
-    def __init__(self, a: list[str], b: list[str], deadline: float) -> None:
-        self._deadline = deadline
+    def __init__(self, a: list[str], b: list[str], budget: DiffBudget) -> None:
+        self._budget = budget
         super().__init__(None, a, b)
 
     def find_longest_match(
         self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
     ) -> difflib.Match:
-        if time.monotonic() > self._deadline:
+        if self._budget.out_of_time():
             raise _OutOfTime
         return super().find_longest_match(alo, ahi, blo, bhi)
 
@@ -206,21 +239,21 @@ def _range(start: int, stop: int) -> str:
 
 
 def bounded_opcodes(
-    a: list[str], b: list[str], seconds: float
+    a: list[str], b: list[str], budget: DiffBudget
 ) -> list[tuple[str, int, int, int, int]] | None:
     """:meth:`difflib.SequenceMatcher.get_opcodes` of two token lists (lines, words), or
-    ``None`` when they are not found within ``seconds``. Callers cap the lists' lengths."""
-    matcher = _BoundedMatcher(a, b, time.monotonic() + seconds)
+    ``None`` when ``budget``'s time runs out first. Callers cap the lists' lengths."""
+    matcher = _BoundedMatcher(a, b, budget)
     try:
         return [(tag, i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
     except _OutOfTime:
         return None
 
 
-def unified_line_diff(a: list[str], b: list[str], seconds: float) -> list[str] | None:
+def unified_line_diff(a: list[str], b: list[str], budget: DiffBudget) -> list[str] | None:
     """The lines of :func:`difflib.unified_diff` (``from``/``to``, no line terminators),
-    or ``None`` when it is not found within ``seconds``."""
-    matcher = _BoundedMatcher(a, b, time.monotonic() + seconds)
+    or ``None`` when ``budget``'s time runs out first."""
+    matcher = _BoundedMatcher(a, b, budget)
     try:
         groups = list(matcher.get_grouped_opcodes(3))
     except _OutOfTime:
@@ -240,23 +273,28 @@ def unified_line_diff(a: list[str], b: list[str], seconds: float) -> list[str] |
     return lines
 
 
-def _line_diff(old: Any, new: Any) -> dict[str, Any]:
+TOO_LARGE = {"line_diff_too_large": True}
+
+
+def _line_diff(old: Any, new: Any, budget: DiffBudget) -> dict[str, Any]:
     """The fields a change of long strings adds: its ``line_diff``, or
-    ``line_diff_too_large`` when that is too large to show line by line."""
+    ``line_diff_too_large`` when that is too large to show line by line (the string, or
+    what is left of the whole diff's budget)."""
     if not (
         isinstance(old, str)
         and isinstance(new, str)
         and (len(old) > LONG_STRING or len(new) > LONG_STRING or "\n" in old + new)
     ):
         return {}
-    too_large = {"line_diff_too_large": True}
-    if max(len(old), len(new)) > LINE_DIFF_MAX_CHARS:
-        return too_large
+    chars = max(len(old), len(new))
+    if chars > LINE_DIFF_MAX_CHARS:
+        return TOO_LARGE
     a, b = old.splitlines(), new.splitlines()
-    if max(len(a), len(b)) > LINE_DIFF_MAX_LINES:
-        return too_large
-    lines = unified_line_diff(a, b, LINE_DIFF_SECONDS)
-    return too_large if lines is None else {"line_diff": lines}
+    lines = max(len(a), len(b))
+    if lines > LINE_DIFF_MAX_LINES or not budget.take(chars, lines):
+        return TOO_LARGE
+    found = unified_line_diff(a, b, budget)
+    return TOO_LARGE if found is None else {"line_diff": found}
 
 
 def _source_map(entries: Sequence[str]) -> dict[str, str]:
@@ -268,10 +306,12 @@ def structured_diff(
 ) -> dict[str, Any]:
     """``{"added": [{path, value}], "removed": [{path, value}], "changed": [{path, from, to,
     line_diff? | line_diff_too_large?}], "sources": {"added", "removed", "changed": [{source,
-    from, to}]}}``.
+    from, to}]}, "truncated": bool}``; ``truncated`` says that at least one change is shown
+    without its line diff, as too large.
 
-    CPU-bound for long strings (bounded: see ``LINE_DIFF_SECONDS``): callers on an event
-    loop run it in a worker thread."""
+    CPU-bound for long strings, within one :class:`DiffBudget` for the whole diff: callers
+    on an event loop run it in a worker thread."""
+    budget = DiffBudget()
     result: dict[str, Any] = {"added": [], "removed": [], "changed": []}
     for kind, pointer, before, after in sorted(_walk(old, new, ""), key=lambda item: item[1]):
         if kind == "added":
@@ -279,8 +319,8 @@ def structured_diff(
         elif kind == "removed":
             result["removed"].append({"path": pointer, "value": before})
         else:
-            entry = {"path": pointer, "from": before, "to": after} | _line_diff(before, after)
-            result["changed"].append(entry)
+            entry = {"path": pointer, "from": before, "to": after}
+            result["changed"].append(entry | _line_diff(before, after, budget))
     was, now = _source_map(old_sources), _source_map(new_sources)
     result["sources"] = {
         "added": sorted(now.keys() - was.keys()),
@@ -291,6 +331,7 @@ def structured_diff(
             if was[s] != now[s]
         ],
     }
+    result["truncated"] = any(c.get("line_diff_too_large") for c in result["changed"])
     return result
 
 

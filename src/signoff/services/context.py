@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
+from signoff.services.cpu import CpuPools
+from signoff.services.diff_cache import DiffCache
 from signoff.services.wait_slots import WaitSlots
 from signoff.settings import Settings
 from signoff.store.runtime.database import Database
@@ -33,6 +35,19 @@ class ServiceContext:
     def wait_slots(self) -> WaitSlots:
         """The long-polls and event streams each key holds open in this process."""
         return WaitSlots()
+
+    @cached_property
+    def cpu(self) -> CpuPools:
+        """The threads CPU-heavy work runs on (diffs, password hashing), per kind."""
+        return CpuPools(
+            diff_threads=self.settings.diff_threads,
+            password_threads=self.settings.password_threads,
+        )
+
+    @cached_property
+    def diff_cache(self) -> DiffCache:
+        """The diffs this process has worked out, by revision pair."""
+        return DiffCache(self.settings.diff_cache_bytes)
 
     @cached_property
     def keyring(self) -> Keyring:

@@ -139,10 +139,7 @@ async def view_link(ctx: ServiceContext, token: str) -> LinkState:
     diff = None
     if current is not None and before is not None:  # after the transaction: CPU work
         diff = {"from": before["revision"], "to": task.current_revision} | await diff_off_loop(
-            before["subject"],
-            current["subject"],
-            before["source_revisions"],
-            current["source_revisions"],
+            ctx, before, current
         )
     return replace(state, revision=current, diff=diff)
 

@@ -3,8 +3,7 @@ source revocation, revision history, diffs and what a reviewer last saw."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -36,6 +35,7 @@ from signoff.errors import (
 from signoff.services import notifications, votes
 from signoff.services.common import get_task, producer_task, record_transition
 from signoff.services.context import ServiceContext
+from signoff.services.diff_cache import sized
 from signoff.store import approvals as store
 from signoff.store import tasks as task_store
 
@@ -120,7 +120,7 @@ async def revise_subject(
     effect, voided = _plan(task, paths, now, sources_changed)
     carried_diff = None
     if effect is RevisionEffect.CARRY_FORWARD:  # worked out before the write transaction
-        carried_diff = await _diff_of(previous, proposal)
+        carried_diff = await _diff_of(ctx, previous, proposal, digest)
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         # The row lock orders this revision with votes and decisions: what they changed
@@ -138,7 +138,7 @@ async def revise_subject(
             task = locked
             effect, voided = _plan(task, paths, now, sources_changed)
             if effect is RevisionEffect.CARRY_FORWARD and carried_diff is None:
-                carried_diff = await _diff_of(previous, proposal)
+                carried_diff = await _diff_of(ctx, previous, proposal, digest)
         step = transition(_ACTION_FOR[effect])
         revision = expected + 1
         if not await store.insert_revision(
@@ -243,13 +243,11 @@ def _plan(
     return effect, voided
 
 
-async def _diff_of(previous: dict[str, Any], proposal: SubjectInput) -> dict[str, Any]:
-    return await diff_off_loop(
-        previous["subject"],
-        proposal.subject,
-        previous["source_revisions"],
-        proposal.source_revisions,
-    )
+async def _diff_of(
+    ctx: ServiceContext, previous: dict[str, Any], proposal: SubjectInput, digest: str
+) -> dict[str, Any]:
+    new = {"subject": proposal.subject, "digest": digest}
+    return await diff_off_loop(ctx, previous, new | {"source_revisions": proposal.source_revisions})
 
 
 _ACTION_FOR = {
@@ -367,18 +365,39 @@ async def diff(
     return {
         "from": start,
         "to": end,
-        **await diff_off_loop(
-            old["subject"], new["subject"], old["source_revisions"], new["source_revisions"]
-        ),
+        **await diff_off_loop(ctx, old, new),
     }
 
 
 async def diff_off_loop(
-    old: dict[str, Any], new: dict[str, Any], old_sources: Sequence[str], new_sources: Sequence[str]
+    ctx: ServiceContext, old: Mapping[str, Any], new: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """:func:`structured_diff` in a worker thread: a line diff of long strings is CPU work
-    (bounded, but not free) that must not hold up the event loop's other requests."""
-    return await asyncio.to_thread(structured_diff, old, new, old_sources, new_sources)
+    """:func:`structured_diff` of two revisions (their ``subject``, ``digest`` and
+    ``source_revisions``) on the diff threads (:mod:`signoff.services.cpu`): line diffs of
+    long strings are CPU work, bounded per diff, that must not hold up the event loop nor
+    other kinds of work. Kept per revision pair (:mod:`signoff.services.diff_cache`); the
+    result is shared: read it, never change it."""
+    key = (
+        old["digest"],
+        new["digest"],
+        tuple(old["source_revisions"]),
+        tuple(new["source_revisions"]),
+    )
+
+    def work() -> tuple[dict[str, Any], int]:
+        return sized(
+            structured_diff(
+                old["subject"],
+                new["subject"],
+                old["source_revisions"],
+                new["source_revisions"],
+            )
+        )
+
+    async def compute() -> tuple[dict[str, Any], int]:
+        return await ctx.cpu.diffs.run(work)
+
+    return await ctx.diff_cache.get(key, compute)
 
 
 def last_decided_revision(trail: Sequence[dict[str, Any]], principal_id: str) -> int | None:

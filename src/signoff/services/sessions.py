@@ -12,7 +12,6 @@ account-and-address count and is not counted against the address.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -125,7 +124,7 @@ async def sign_in(
         scopes = _scopes(ctx, user.principal_id if user else username, address)
         await _reserve(ctx, uow.connection, scopes, now)  # refused: nothing is written
         await uow.commit()
-    good = await asyncio.to_thread(
+    good = await ctx.cpu.passwords.run(
         verify_password, user.password_hash if user and user.source == "local" else None, password
     )
     if not good or user is None:  # the attempt stays counted

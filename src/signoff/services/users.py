@@ -10,7 +10,6 @@ Passwords are hashed with Argon2id (argon2-cffi).
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -105,7 +104,7 @@ async def create_user(
     check_identity(principal_id, role, groups, email)
     if password is not None:
         check_password_rules(password, context=[principal_id, email or ""])
-    password_hash = await asyncio.to_thread(hash_password, password) if password else None
+    password_hash = await ctx.cpu.passwords.run(hash_password, password) if password else None
     now = ctx.now()
     token = secrets.token_urlsafe(32)
     async with ctx.database.transaction() as uow:
@@ -350,7 +349,7 @@ async def set_password_with_token(ctx: ServiceContext, token: str, password: str
     existing session of the user ends."""
     user = await check_password_token(ctx, token)
     check_password_rules(password, context=[user.principal_id, user.email or ""])
-    password_hash = await asyncio.to_thread(hash_password, password)
+    password_hash = await ctx.cpu.passwords.run(hash_password, password)
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         conn = uow.connection
@@ -377,7 +376,7 @@ async def set_password(
     async with ctx.database.transaction(write=False) as uow:
         user = await _existing(uow.connection, principal_id)
     check_password_rules(password, context=[principal_id, user.email or ""])
-    password_hash = await asyncio.to_thread(hash_password, password)
+    password_hash = await ctx.cpu.passwords.run(hash_password, password)
     now = ctx.now()
     async with ctx.database.transaction() as uow:
         user = await _existing(uow.connection, principal_id)

@@ -23,7 +23,7 @@ from signoff.api.deps import (
 )
 from signoff.api.problems import problem_response
 from signoff.api.schemas import TaskOut
-from signoff.console import wording
+from signoff.console import changes, wording
 from signoff.console.auth import current_user
 from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
@@ -32,6 +32,7 @@ from signoff.domain.tasks import view_for
 from signoff.errors import ErrorCode, FieldError, SignoffError, validation_error
 from signoff.services import keys, policies, resume_links, waiting
 from signoff.services import notifications as notification_service
+from signoff.services.context import ServiceContext
 from signoff.services.resume_links import LinkState
 
 router = APIRouter()
@@ -180,6 +181,7 @@ async def notifications(task_id: str, context: Context, caller: Caller) -> Respo
 
 async def _page(
     state: LinkState,
+    context: ServiceContext,
     *,
     status: int | None = None,
     message: str | None = None,
@@ -205,7 +207,7 @@ async def _page(
         csrf=state.csrf,
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
-        changes=await wording.change_view(state.diff),
+        changes=await changes.change_view(state.diff, context.cpu.diffs),
         summary_revision=wording.summary_revision(task.get("current_revision") is not None),
         console_url=console_url,
         notes=notes,
@@ -246,11 +248,11 @@ def _link_json(state: LinkState) -> Response:
     )
 
 
-async def _error_page(error: SignoffError) -> HTMLResponse:
+async def _error_page(error: SignoffError, context: ServiceContext) -> HTMLResponse:
     status = problem_response(error).status_code
     reason = "unknown" if error.error_code is ErrorCode.LINK_NOT_FOUND else "refused"
     gone = LinkState(status, "gone", wording.refusal_text(error), reason)
-    return await _page(gone)
+    return await _page(gone, context)
 
 
 @router.get(
@@ -269,10 +271,12 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
     try:
         state = await resume_links.view_link(context, token)
     except SignoffError as error:
-        return problem_response(error) if _wants_json(request) else await _error_page(error)
+        return (
+            problem_response(error) if _wants_json(request) else await _error_page(error, context)
+        )
     if _wants_json(request):
         return _link_json(state)
-    return await _page(state, console_url=await _console_url(request, state))
+    return await _page(state, context, console_url=await _console_url(request, state))
 
 
 async def _console_url(request: Request, state: LinkState) -> str | None:
@@ -330,27 +334,29 @@ async def use_link(
             return problem_response(error)
         # A link that is still open shows its page again, the reason on top, the notes kept.
         return await _page_again(context, token, error, notes)
-    return _link_json(state) if as_json else await _page(state)
+    return _link_json(state) if as_json else await _page(state, context)
 
 
-async def _page_again(context: Any, token: str, error: SignoffError, notes: object) -> Response:
+async def _page_again(
+    context: ServiceContext, token: str, error: SignoffError, notes: object
+) -> Response:
     """The page again after a refusal: what happened and what to do in words that fit
     the reason (someone else is reviewing, a newer revision, …), the notes as typed."""
     kept = notes if isinstance(notes, str) else ""
     try:
         state = await resume_links.view_link(context, token)
     except SignoffError:
-        return await _error_page(error)
+        return await _error_page(error, context)
     status = problem_response(error).status_code
     if state.state != "open":
-        return await _page(state, status=status, notes=kept)
+        return await _page(state, context, status=status, notes=kept)
     task = state.task or {}
     holder = task.get("claimed_by")
     if task.get("status") == "CLAIMED" and holder and holder != state.approver:
         message = wording.held_by_text(str(holder), None, None)
-        return await _page(state, status=status, message=message, advice="", notes=kept)
+        return await _page(state, context, status=status, message=message, advice="", notes=kept)
     message = wording.refusal_text(error)
-    return await _page(state, status=status, message=message, advice="", notes=kept)
+    return await _page(state, context, status=status, message=message, advice="", notes=kept)
 
 
 def _json_decision(body: Any) -> tuple[Decision, int | None]:
