@@ -75,3 +75,26 @@ def test_a_command_that_runs_still_imports_what_it_needs() -> None:
     assert status == 0
     assert "signoff.crypto" in modules
     assert len(output.splitlines()[0]) == 44  # a Fernet key, base64 of 32 bytes
+
+
+def test_the_application_starts_without_what_only_sending_needs() -> None:
+    """The webhook client, the mail client and the SDK are imported when the first webhook
+    or e-mail goes out (or a receiver asks for ``verify_event``), not to start serving."""
+    probe = (
+        "import json, sys; import signoff.bootstrap, signoff.api.app, signoff.cli.protocol;"
+        " print(json.dumps(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    modules = json.loads(result.stdout.splitlines()[-1])
+    assert "fastapi" in modules
+    assert [m for m in modules if m.split(".")[0] in ("aiohttp", "aiosmtplib")] == []
+    assert [m for m in modules if m.startswith("signoff.client")] == []
+
+
+def test_verify_event_is_still_offered_by_the_webhooks_module() -> None:
+    from signoff.client import verify_event as from_the_sdk
+    from signoff.webhooks import verify_event
+
+    assert verify_event is from_the_sdk
