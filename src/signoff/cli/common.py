@@ -4,27 +4,19 @@ acts as."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import uuid
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import ValidationError
-from sqlalchemy.engine import make_url
-
-from signoff.bootstrap import prepare_database
-from signoff.crypto import KeyringError
-from signoff.domain.states import Role
-from signoff.domain.tasks import Principal
-from signoff.logs import configure_logging
-from signoff.private_files import ExposedFile
-from signoff.settings import Settings
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from signoff.domain.tasks import Principal
     from signoff.services.context import ServiceContext
+    from signoff.settings import Settings
 
 T = TypeVar("T")
 
@@ -40,6 +32,11 @@ DatabaseOption = Annotated[
 
 
 def settings_from(database_url: str | None, **overrides: object) -> Settings:
+    from pydantic import ValidationError
+
+    from signoff.logs import configure_logging
+    from signoff.settings import Settings
+
     values = {k: v for k, v in overrides.items() if v is not None}
     if database_url:
         values["database_url"] = database_url
@@ -64,6 +61,7 @@ def describe_settings_error(exc: ValidationError, *, flags: set[str]) -> str:
 
 def describe_database_error(exc: BaseException, settings: Settings) -> str | None:
     """One line for a database that cannot be used, or ``None`` when ``exc`` is not that."""
+    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import DBAPIError
 
     root: BaseException = exc
@@ -97,6 +95,13 @@ def describe_database_error(exc: BaseException, settings: Settings) -> str | Non
 
 def run_with_database(settings: Settings, coroutine: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` the coroutine; a database that cannot be used becomes a UserError."""
+    import asyncio
+
+    from sqlalchemy.engine import make_url
+
+    from signoff.crypto import KeyringError
+    from signoff.private_files import ExposedFile
+
     url = make_url(settings.database_url)
     if url.drivername.startswith("sqlite") and url.database and url.database != ":memory:":
         folder = os.path.dirname(os.path.abspath(url.database))
@@ -122,7 +127,12 @@ async def as_cli_admin(
 ) -> AsyncIterator[tuple[ServiceContext, Principal]]:
     """The migrated database's service context and the operator a CLI command acts as
     (whoever may run the CLI may administer the database)."""
+    import uuid
+
+    from signoff.bootstrap import prepare_database
     from signoff.domain.clock import SystemClock
+    from signoff.domain.states import Role
+    from signoff.domain.tasks import Principal
     from signoff.services.context import ServiceContext
     from signoff.store.runtime.database import open_database
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import httpx
 import typer
 
 from signoff.cli.common import UserError
-from signoff.logs import configure_logging
 
 
 def listen(
@@ -51,7 +49,10 @@ def listen(
 ) -> None:
     """A webhook receiver for trying Signoff out: verifies each delivery's signature and
     prints one line per event."""
+    import httpx
+
     from signoff import listen as receiver_module
+    from signoff.logs import configure_logging
 
     configure_logging("warning")
     receiver_url = f"http://{host}:{port}/"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from signoff.cli.common import (
     DatabaseOption,
@@ -55,6 +54,8 @@ def create_key(
 ) -> None:
     """Create an API key directly in the database and print only its secret (once), so
     KEY=$(signoff create-key ...) captures it."""
+    from pydantic import ValidationError
+
     from signoff.api.schemas import CreateApiKeyRequest
     from signoff.services.keys import create_api_key
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -14,18 +13,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvicorn
-from sqlalchemy.engine import make_url
-from uvicorn.supervisors.multiprocess import Multiprocess
 
-from signoff.bootstrap import prepare_database
 from signoff.cli.common import DatabaseOption, run_with_database, settings_from
-from signoff.cli.protocol import SignoffHttp
-from signoff.logs import configure_logging, server_log_config
-from signoff.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from signoff.settings import Settings
+
+# The server's libraries (uvicorn, SQLAlchemy, the application) are imported by the
+# commands that run it, so ``signoff --help`` and the other commands start without them.
 
 #: How often each ``serve --workers N`` process checks that its parent still runs.
 PARENT_CHECK_SECONDS = 1.0
@@ -56,6 +56,13 @@ def serve(
     ] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
+    import uvicorn
+    from sqlalchemy.engine import make_url
+
+    from signoff.bootstrap import prepare_database
+    from signoff.cli.protocol import SignoffHttp
+    from signoff.logs import server_log_config
+
     # Links handed out (set-password, resume) name the port this server really listens on.
     settings = settings_from(database_url, host=host, port=port, workers=workers).with_public_url()
     if demo:
@@ -182,19 +189,20 @@ def start_up_notes(settings: Settings) -> list[str]:
     return notes
 
 
-class _Supervisor(Multiprocess):
-    """uvicorn's supervisor of ``serve --workers N``, remembering the signal that stopped it."""
-
-    stopped_by: signal.Signals | None = None
-
-    def handle_term(self) -> None:
-        self.stopped_by = signal.SIGTERM
-        super().handle_term()
-
-
 def _serve_processes(config: uvicorn.Config) -> None:
     """Serve with ``config.workers`` processes; after SIGTERM, exit by that signal (status
     143), as a single process does."""
+    from uvicorn.supervisors.multiprocess import Multiprocess
+
+    class _Supervisor(Multiprocess):
+        """uvicorn's supervisor, remembering the signal that stopped it."""
+
+        stopped_by: signal.Signals | None = None
+
+        def handle_term(self) -> None:
+            self.stopped_by = signal.SIGTERM
+            super().handle_term()
+
     os.environ[SUPERVISOR_PID] = str(os.getpid())  # each process stops once it is gone
     supervisor = _Supervisor(config, sockets=[config.bind_socket()])
     supervisor.run()
@@ -209,6 +217,9 @@ def server_process_app() -> Any:
     Each process stops (gracefully, as on SIGTERM) once its parent is gone: killing the
     parent alone must not leave processes serving on the port."""
     from signoff.api.app import create_app
+    from signoff.cli.protocol import SignoffHttp
+    from signoff.logs import configure_logging
+    from signoff.settings import Settings
 
     settings = Settings()
     configure_logging(settings.log_level)
@@ -228,6 +239,8 @@ def _stop_with_parent(parent: int) -> None:
 
 def migrate(database_url: DatabaseOption = None) -> None:
     """Bring the database schema to the newest revision (Alembic)."""
+    from signoff.bootstrap import prepare_database
+
     settings = settings_from(database_url)
     admin_key = run_with_database(settings, prepare_database(settings))
     typer.echo("Database schema is up to date.")
@@ -238,8 +251,9 @@ def migrate(database_url: DatabaseOption = None) -> None:
 def worker(database_url: DatabaseOption = None) -> None:
     """Run the background workers alone (no HTTP): the outbox dispatcher, the sweeper and
     the notifier. SIGTERM or Ctrl-C drains and exits."""
-    import signal
+    import asyncio
 
+    from signoff.bootstrap import prepare_database
     from signoff.domain.clock import SystemClock
     from signoff.services.context import ServiceContext
     from signoff.store.runtime.database import open_database

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-import aiosmtplib
 import structlog
 
 from signoff.domain.users import User
@@ -49,6 +48,8 @@ async def mail_password_link(ctx: ServiceContext, user: User, link: str) -> Mail
     message["To"] = user.email
     message["Subject"] = SUBJECT
     message.set_content(link_message(user, link))
+    import aiosmtplib  # imported when the first e-mail goes out
+
     try:
         await aiosmtplib.send(
             message,

@@ -22,9 +22,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import structlog
 from sqlalchemy.exc import IntegrityError
 
@@ -51,6 +50,10 @@ from signoff.webhooks import signature_headers
 from signoff.workers.outage import OutageLog
 from signoff.workers.recorder import Recorder
 
+if TYPE_CHECKING:
+    # Imported when the first webhook goes out: a server that sends none starts without it.
+    import aiohttp
+
 log = structlog.get_logger("signoff.dispatcher")
 
 MAX_STORED_RESPONSE = 1024
@@ -72,6 +75,8 @@ def _describe(exc: aiohttp.ClientError) -> str:
     """A transport failure in words an admin can act on (and that
     ``domain.webhooks.error_category`` sorts): aiohttp's own messages mention
     ``ssl:default`` even for a refused plain-HTTP connection."""
+    import aiohttp
+
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate rejected: {exc.certificate_error}"
     if isinstance(exc, aiohttp.ClientSSLError):
@@ -109,6 +114,8 @@ class Dispatcher:
         connection. No cookies are kept (one receiver's cookies are nobody's business),
         no proxy from the environment, no redirects (see ``_post``)."""
         if self._session is None or self._session.closed:
+            import aiohttp
+
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
                     limit=0,  # the batch size bounds the attempts in flight
@@ -170,6 +177,8 @@ class Dispatcher:
         # The connection goes to the vetted address; TLS still names (and checks the
         # certificate against) the host the endpoint was registered with.
         tls_name = target.host if target.pinned_url.startswith("https") else None
+        import aiohttp
+
         try:
             # One deadline for the whole attempt, the answer's body included: a receiver
             # trickling its answer must not outlive the attempt's lease.

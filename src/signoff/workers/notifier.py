@@ -12,7 +12,6 @@ from datetime import timedelta
 from email.message import EmailMessage
 from typing import Any
 
-import aiosmtplib
 import structlog
 
 from signoff.crypto import SecretUnavailable
@@ -62,6 +61,8 @@ class Notifier:
             except (ValueError, TypeError) as exc:  # a message that can never be sent
                 error, permanent = f"unsendable message: {exc}"[:500], True
         if message is not None and error is None:
+            import aiosmtplib  # imported when the first e-mail goes out
+
             try:
                 await aiosmtplib.send(
                     message,
