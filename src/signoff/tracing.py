@@ -49,14 +49,22 @@ def enabled() -> bool:
     return names not in ("", "none")
 
 
-def install(app: Any) -> None:
-    """When tracing is on: set up the SDK from the environment (once per process) and add
-    the request spans to ``app`` as its outermost middleware. Off: nothing."""
-    if not enabled():
-        return
+def start() -> bool:
+    """When tracing is on: set up the SDK from the environment, once per process (``signoff
+    worker`` calls this; :func:`install` does for the server). Returns whether it is on."""
     global _tracer
+    if not enabled():
+        return False
     if _tracer is None:
         _tracer = _start_sdk()
+    return True
+
+
+def install(app: Any) -> None:
+    """When tracing is on: :func:`start`, and add the request spans to ``app`` as its
+    outermost middleware. Off: nothing."""
+    if not start():
+        return
     # The stable HTTP semantic conventions (http.request.method, url.path, ...) unless the
     # operator chose otherwise; read by the instrumentation when it is first imported.
     os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "http")

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.conftest import TEST_ENCRYPTION_KEY
-from tests.processes import Server, wait_for
+from tests.processes import Server, wait_for, worker
 from tests.receiver import Receiver
 from tests.support import ADMIN_KEY, Client, escalation, example_resolve
 
@@ -129,6 +129,47 @@ def test_a_decision_hours_later_is_linked_to_the_escalation_in_the_callers_trace
     # The callback carries the trace on: its traceparent names the escalation's span.
     sent = {r.headers["traceparent"] for r in hook.received}
     assert f"00-{caller_trace}-{escalate.span_id.hex()}-01" in sent
+
+
+def test_a_separate_worker_traces_its_delivery_attempts(database_url: str, tmp_path: Path) -> None:
+    """``signoff worker`` (the dispatcher without HTTP) reads the same variables."""
+    base = {
+        "SIGNOFF_DATABASE_URL": database_url,
+        "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,
+        "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+    }
+    with Receiver() as collector, Receiver() as hook:
+        traced = {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{collector.url}/v1/traces",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        # The server neither dispatches nor traces: every span comes from the worker.
+        serve_env = base | {"SIGNOFF_RUN_WORKERS": "false"}
+        with Server(serve_env, tmp_path / "serve.log") as server:
+            with Client(server.base_url, ADMIN_KEY, "admin") as admin:
+                assert admin.post("/webhook-endpoints", json={"url": hook.url}).status_code == 201
+                made = admin.post("/api-keys", json={"role": "producer", "principal_id": "agent"})
+                assert made.status_code == 201, made.text
+            with Client(server.base_url, made.json()["key"], "agent") as agent:
+                escalated = agent.post("/tasks/escalate", json=escalation())
+                assert escalated.status_code == 201, escalated.text
+            with worker(base | traced, tmp_path / "worker.log"):
+                wait_for(lambda: hook.received, what="the webhook")
+                wait_for(
+                    lambda: any(
+                        span.name == "signoff webhook.deliver"
+                        for _, span in received_spans(collector)
+                    ),
+                    what="the delivery attempt's span",
+                )
+    spans = received_spans(collector)
+    assert {span.name for _, span in spans} == {"signoff webhook.deliver"}
+    assert {resource["service.name"] for resource, _ in spans} == {"signoff"}
+    (attempt,) = [span for _, span in spans]
+    assert attributes(attempt)["signoff.delivery.attempt"] == 1
+    assert attributes(attempt)["signoff.event.id"] == hook.received[0].headers["webhook-id"]
 
 
 def test_tracing_off_imports_no_opentelemetry() -> None:

@@ -21,6 +21,7 @@ import uvicorn
 from sqlalchemy.engine import make_url
 from uvicorn.supervisors.multiprocess import Multiprocess
 
+from signoff import tracing
 from signoff.bootstrap import prepare_database
 from signoff.cli.common import DatabaseOption, run_with_database, settings_from
 from signoff.cli.protocol import SignoffHttp
@@ -247,6 +248,8 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     settings = settings_from(database_url)
     run_with_database(settings, prepare_database(settings))
+
+    tracing.start()  # delivery attempts are traced when OTEL_TRACES_EXPORTER says so
 
     async def run() -> None:
         stop = asyncio.Event()
