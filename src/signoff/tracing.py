@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Link, Tracer
@@ -167,17 +168,21 @@ def transition(event_type: str, action: str, task: Task, actor: str) -> None:
 
 @contextmanager
 def delivery_attempt(
-    event_id: str, delivery_id: str, attempt: int, traceparent: str | None
+    url: str, event_id: str, delivery_id: str, attempt: int, traceparent: str | None
 ) -> Iterator[Callable[[int | None, str | None], None]]:
     """A client span around one webhook delivery attempt, linked to the escalation's span;
-    the caller reports the answer (status, error) through the function it is given."""
+    the caller reports the answer (status, error) through the function it is given. The
+    endpoint is named by host and port only (its path or query may hold a secret)."""
     if _tracer is None:
         yield _no_outcome
         return
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
+    endpoint = urlsplit(url)
     attributes: dict[str, Any] = {
         "http.request.method": "POST",
+        "server.address": endpoint.hostname or "",
+        "server.port": endpoint.port or (443 if endpoint.scheme == "https" else 80),
         "signoff.event.id": event_id,
         "signoff.delivery.id": delivery_id,
         "signoff.delivery.attempt": attempt,

@@ -125,7 +125,10 @@ def test_a_decision_hours_later_is_linked_to_the_escalation_in_the_callers_trace
     assert [(x.trace_id, x.span_id) for x in attempt.links] == [
         (escalate.trace_id, escalate.span_id)
     ]
-    assert attributes(attempt)["http.response.status_code"] == 200
+    attempt_attributes = attributes(attempt)
+    assert attempt_attributes["http.response.status_code"] == 200
+    assert attempt_attributes["server.address"] == "127.0.0.1"
+    assert attempt_attributes["server.port"] == int(hook.url.rsplit(":", 1)[1])
     # The callback carries the trace on: its traceparent names the escalation's span.
     sent = {r.headers["traceparent"] for r in hook.received}
     assert f"00-{caller_trace}-{escalate.span_id.hex()}-01" in sent

@@ -142,7 +142,11 @@ class Dispatcher:
         body = dumps(delivery.payload).encode("utf-8")
         started = time.perf_counter()
         with tracing.delivery_attempt(
-            str(delivery.event_id), str(delivery.id), delivery.attempt, delivery.traceparent
+            delivery.url,
+            str(delivery.event_id),
+            str(delivery.id),
+            delivery.attempt,
+            delivery.traceparent,
         ) as traced:
             outcome, response_body = await self._send(delivery, body)
             traced(outcome.status_code, outcome.error)
