@@ -71,7 +71,32 @@ def install(app: Any) -> None:
     os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "http")
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-    app.add_middleware(OpenTelemetryMiddleware, exclude_spans=_EXCLUDED_SPANS)
+    app.add_middleware(
+        OpenTelemetryMiddleware,
+        exclude_spans=_EXCLUDED_SPANS,
+        default_span_details=_route_of(app),
+    )
+
+
+def _route_of(app: Any) -> Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """Request spans named ``{method} {route}`` with ``http.route`` (the template, e.g.
+    ``/tasks/{task_id}/resolve``), never the path itself: a task id in every span name
+    would make as many names as tasks."""
+    from starlette.routing import compile_path
+
+    routes: list[tuple[Any, str]] = []
+
+    def details(scope: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if not routes:  # the API's templates, as its OpenAPI document lists them
+            routes.extend((compile_path(path)[0], path) for path in app.openapi()["paths"])
+        method = str(scope.get("method") or "HTTP")
+        path = str(scope.get("path") or "")
+        for pattern, template in routes:
+            if pattern.match(path):
+                return f"{method} {template}", {"http.route": template}
+        return method, {}
+
+    return details
 
 
 def _start_sdk() -> Tracer:

@@ -104,12 +104,17 @@ def test_a_decision_hours_later_is_linked_to_the_escalation_in_the_callers_trace
     assert escalate.kind == Span.SPAN_KIND_SERVER
     assert escalate.trace_id.hex() == caller_trace
     assert escalate.parent_span_id.hex() == caller_span
+    assert escalate.name == "POST /tasks/escalate"
     assert attributes(escalate)["http.request.method"] == "POST"
     assert attributes(created)["signoff.task.id"] == task_id
 
     # The decision is in the reviewer's request, linked to the escalation's span.
     (decided,) = [s for _, s in spans if s.name == "signoff task.resolved"]
-    assert by_id[decided.parent_span_id].kind == Span.SPAN_KIND_SERVER
+    decide = by_id[decided.parent_span_id]
+    assert decide.kind == Span.SPAN_KIND_SERVER
+    # Named by the route's template, not the task's path.
+    assert decide.name == "POST /tasks/{task_id}/resolve"
+    assert attributes(decide)["http.route"] == "/tasks/{task_id}/resolve"
     assert decided.trace_id != escalate.trace_id  # another request, another trace
     (link,) = decided.links
     assert (link.trace_id, link.span_id) == (escalate.trace_id, escalate.span_id)
