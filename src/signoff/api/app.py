@@ -27,6 +27,7 @@ from signoff.metrics import process_stopped
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.runtime.database import open_database
+from signoff.tracing import install as install_tracing
 from signoff.workers.runner import run_workers
 
 DESCRIPTION = """\
@@ -99,7 +100,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     install_problem_handlers(app)
     app.add_middleware(FastLane, fastapi_app=app)  # the hot task routes (api/fastlane.py)
     app.add_middleware(TextGuard)  # one guard for path and query text (signoff.api.guard)
-    app.add_middleware(LatencyMiddleware)  # outermost: measures every answer
+    app.add_middleware(LatencyMiddleware)  # measures every answer
+    install_tracing(app)  # outermost when OTEL_TRACES_EXPORTER turns it on (signoff.tracing)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     install_docs(app)
     app.include_router(admin.router)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from signoff import tracing
 from signoff.cli.common import DatabaseOption, run_with_database, settings_from
 
 if TYPE_CHECKING:
@@ -261,6 +262,8 @@ def worker(database_url: DatabaseOption = None) -> None:
 
     settings = settings_from(database_url)
     run_with_database(settings, prepare_database(settings))
+
+    tracing.start()  # delivery attempts are traced when OTEL_TRACES_EXPORTER says so
 
     async def run() -> None:
         stop = asyncio.Event()

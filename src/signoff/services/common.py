@@ -8,6 +8,7 @@ from typing import Any
 
 import structlog
 
+from signoff import tracing
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, can_read
@@ -51,6 +52,7 @@ async def record_transition(
 def note_transition(step: Transition, task: Task, principal: Principal) -> None:
     """The metric and the log line of a committed (or committing) transition."""
     child(TRANSITIONS, step.event_type).inc()
+    tracing.transition(step.event_type, step.action.value, task, principal.principal_id)
     log.info(
         step.event_type, task_id=str(task.id), actor=principal.principal_id, version=task.version
     )

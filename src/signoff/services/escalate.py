@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff import tracing
 from signoff.domain.approval_rules import ApprovalFields, ApprovalRule, parse_approval_fields
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
@@ -67,7 +68,8 @@ async def escalate(
     require_role(principal, step.roles, "escalate")
     request = parse_escalation(body)
     refuse_unknown_fields(body)
-    producer_fields = parse_producer_fields(body, traceparent)
+    # Traced, the task keeps this request's span (a child of the caller's) as its context.
+    producer_fields = parse_producer_fields(body, tracing.current_traceparent() or traceparent)
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
     approval = parse_approval_fields(body)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from sqlalchemy.exc import IntegrityError
 
+from signoff import tracing
 from signoff.domain.webhooks import (
     AttemptOutcome,
     ClaimedDelivery,
@@ -147,7 +148,15 @@ class Dispatcher:
         attempted_at = self.context.now()
         body = dumps(delivery.payload).encode("utf-8")
         started = time.perf_counter()
-        outcome, response_body = await self._send(delivery, body)
+        with tracing.delivery_attempt(
+            delivery.url,
+            str(delivery.event_id),
+            str(delivery.id),
+            delivery.attempt,
+            delivery.traceparent,
+        ) as traced:
+            outcome, response_body = await self._send(delivery, body)
+            traced(outcome.status_code, outcome.error)
         latency_ms = int((time.perf_counter() - started) * 1000)
         await self._record(delivery, attempted_at, outcome, response_body, latency_ms)
 
