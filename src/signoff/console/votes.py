@@ -17,6 +17,7 @@ from signoff.domain.approval_rules import (
     votes_from_json,
 )
 from signoff.domain.decisions import parse_decision, rule_for
+from signoff.domain.params import whole_number
 from signoff.domain.states import REVIEWERS, Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, ballot_refusal
 from signoff.errors import SignoffError
@@ -78,8 +79,8 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
     form = await read_form(request)
     notes = str(form.get("notes") or "")
     request.state.vote_notes = notes
-    revision_raw = str(form.get("revision") or "")
     try:
+        revision = whole_number(form.get("revision"), field="revision")
         decision = parse_decision(form.get("decision"))
         task = await vote_service.vote(
             service_context(request),
@@ -87,7 +88,7 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
             task_id,
             decision=decision,
             notes=notes,
-            revision=int(revision_raw) if revision_raw.isdigit() else None,
+            revision=revision,
             digest=str(form.get("digest") or "") or None,
             door="console",
         )

@@ -21,6 +21,7 @@ from typing import Any
 
 from signoff.console.views import duration_text, is_container, scalar_text
 from signoff.domain.decisions import rule_for
+from signoff.domain.params import number_or_none
 from signoff.domain.revisions import (
     LINE_DIFF_MAX_CHARS,
     LINE_DIFF_MAX_LINES,
@@ -92,7 +93,10 @@ def field_label(pointer: str) -> str:
     if pointer in ("", "/"):
         return "Everything"
     parts = [_unescape(token) for token in pointer.lstrip("/").split("/")]
-    return " › ".join(str(int(p) + 1) if p.isdigit() else _humane(p) for p in parts)
+    numbers = [number_or_none(p) for p in parts]
+    return " › ".join(
+        _humane(p) if n is None else str(n + 1) for p, n in zip(parts, numbers, strict=True)
+    )
 
 
 def field_labels(pointers: list[str], most: int = 5) -> str:

@@ -4,13 +4,13 @@ same documents its webhook endpoints receive, to reconcile after time away."""
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from signoff.domain.params import decode_token
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import FieldError, validation_error
@@ -42,10 +42,11 @@ def encode_cursor(position: store.Position) -> str:
 def decode_cursor(cursor: str) -> store.Position:
     """Raises ``ERR_VALIDATION`` naming ``cursor`` for anything this service did not make."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        parts = json.loads(raw)
+        parts = decode_token(cursor)
+        if not isinstance(parts, list) or len(parts) not in (1, 3):
+            raise ValueError(cursor)
         order = parts[0]
-        if type(order) is not int or not 0 <= order < 2**63 or len(parts) not in (1, 3):
+        if type(order) is not int or not 0 <= order < 2**63:
             raise ValueError(cursor)
         if len(parts) == 1:
             return store.Position(order)
@@ -53,7 +54,7 @@ def decode_cursor(cursor: str) -> store.Position:
         if created_at.tzinfo is None:
             raise ValueError(cursor)
         return store.Position(order, created_at, uuid.UUID(parts[2]))
-    except (ValueError, TypeError, IndexError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError):
         raise _foreign() from None
 
 
