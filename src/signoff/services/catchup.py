@@ -13,7 +13,7 @@ from typing import Any
 from signoff.domain.params import decode_token
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
-from signoff.errors import FieldError, validation_error
+from signoff.errors import FieldError, Gone, validation_error
 from signoff.services.context import ServiceContext
 from signoff.store import catchup as store
 
@@ -58,6 +58,14 @@ def decode_cursor(cursor: str) -> store.Position:
         raise _foreign() from None
 
 
+def _expired(oldest_cursor: str) -> Exception:
+    return Gone(
+        "retention removed events of your tasks after this cursor; from oldest_cursor on "
+        "nothing is missing",
+        extra={"oldest_cursor": oldest_cursor},
+    )
+
+
 def _foreign() -> Exception:
     return validation_error([FieldError("cursor", "is not a cursor this service gave")])
 
@@ -71,6 +79,9 @@ async def events_since(
     Raises:
         Forbidden: the caller is not a producer.
         Unprocessable: ``ERR_VALIDATION`` for a cursor this service did not give.
+        Gone: ``ERR_CURSOR_EXPIRED`` (410) when retention removed events of the caller's
+            tasks after ``cursor`` (or, without one, any): its ``oldest_cursor`` is where
+            nothing is missing.
     """
     require_role(principal, PRODUCERS, "read their tasks' events")
     after = decode_cursor(cursor) if cursor else None
@@ -79,7 +90,11 @@ async def events_since(
             rows = await store.events_after(
                 uow.connection, producer_id=principal.principal_id, after=after, limit=limit
             )
+            # After the events: a removal committed since shows here, and is refused.
+            removed_to = await store.horizon(uow.connection, principal.principal_id)
         except store.ForeignCursor:
             raise _foreign() from None
+    if removed_to is not None and (after is None or after.before(removed_to)):
+        raise _expired(encode_cursor(removed_to))
     last = encode_cursor(rows[-1][0]) if rows else cursor
     return EventPage(events=[payload for _, payload in rows], cursor=last, more=len(rows) == limit)

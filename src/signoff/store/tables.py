@@ -598,3 +598,16 @@ login_attempts = Table(
     Column("window_started_at", UtcDateTime, nullable=False),
     Column("attempts", Integer, nullable=False),
 )
+
+#: The catch-up read's horizon per producer: the last position (in the read's order) of an
+#: event of its tasks that retention removed. A cursor before it has lost events.
+catchup_horizons = Table(
+    "catchup_horizons",
+    metadata,
+    Column("producer_id", Text, primary_key=True),
+    #: SQLite: the outbox rowid; PostgreSQL: the writing transaction's id.
+    Column("position", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime),
+    Column("event_id", Uuid(as_uuid=True)),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
