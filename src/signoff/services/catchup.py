@@ -10,15 +10,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
+
 from signoff.domain.params import decode_token
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import FieldError, Gone, validation_error
+from signoff.metrics import CATCHUP_HELD_BACK, CATCHUP_HELD_EVENTS
 from signoff.services.context import ServiceContext
 from signoff.store import catchup as store
 
 PRODUCERS = frozenset({Role.PRODUCER})
 MAX_PAGE_SIZE = 500
+#: The feed held back longer than this is logged (``catchup.held_back``, a warning).
+HELD_BACK_WARN_SECONDS = 5.0
+
+log = structlog.get_logger("signoff.catchup")
 
 
 @dataclass(frozen=True)
@@ -98,3 +105,35 @@ async def events_since(
         raise _expired(encode_cursor(removed_to))
     last = encode_cursor(rows[-1][0]) if rows else cursor
     return EventPage(events=[payload for _, payload in rows], cursor=last, more=len(rows) == limit)
+
+
+async def watch_held_back(ctx: ServiceContext) -> store.HeldBack | None:
+    """Measure what holds the catch-up read back (PostgreSQL; one open write transaction
+    anywhere on the server holds every producer's events behind it): the metrics
+    ``signoff_catchup_held_back_seconds`` and ``_events``, and past
+    :data:`HELD_BACK_WARN_SECONDS` one warning line naming the oldest open transaction."""
+    async with ctx.database.transaction(write=False) as uow:
+        held = await store.held_back(uow.connection)
+    if held is None:
+        CATCHUP_HELD_BACK.set(0)
+        CATCHUP_HELD_EVENTS.set(0)
+        return None
+    seconds = max(0.0, (ctx.now() - held.oldest_event_at).total_seconds())
+    CATCHUP_HELD_BACK.set(seconds)
+    CATCHUP_HELD_EVENTS.set(held.events)
+    if seconds >= HELD_BACK_WARN_SECONDS:
+        log.warning(
+            "catchup.held_back",
+            held_seconds=round(seconds, 1),
+            events=held.events,
+            transaction_pid=held.pid,
+            transaction_application_name=held.application_name,
+            transaction_user=held.user,
+            transaction_state=held.state,
+            transaction_seconds=(
+                None if held.transaction_seconds is None else round(held.transaction_seconds, 1)
+            ),
+            hint="an open transaction on the database server holds every producer's "
+            "GET /events back until it ends; end it (pg_terminate_backend) if it is stuck",
+        )
+    return held

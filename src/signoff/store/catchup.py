@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, literal, literal_column, select, text, tuple_
+from sqlalchemy import BigInteger, Integer, func, literal, literal_column, select, text, tuple_
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -160,3 +160,48 @@ async def horizon(conn: AsyncConnection, producer_id: str) -> Position | None:
         )
     ).first()
     return None if row is None else Position(row[0], row[1], row[2])
+
+
+# What holds the read back (PostgreSQL) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Committed events the read cannot return yet: a transaction older than them is still
+    open somewhere on the server. The oldest such transaction is named when the server's
+    ``pg_stat_activity`` shows it to this role (otherwise those fields are ``None``)."""
+
+    events: int
+    oldest_event_at: datetime
+    pid: int | None = None
+    application_name: str | None = None
+    user: str | None = None
+    state: str | None = None
+    transaction_seconds: float | None = None
+
+
+#: Committed events behind the oldest transaction still running.
+HELD_EVENTS = select(func.count(), func.min(O.created_at)).where(O.commit_xid >= _SETTLED_BELOW)
+#: The running transaction with the oldest id: the one the snapshot's ``xmin`` waits for.
+OLDEST_WRITER = text(
+    "SELECT pid, application_name, usename, state,"
+    " EXTRACT(EPOCH FROM clock_timestamp() - xact_start)::float8"
+    " FROM pg_stat_activity"
+    " WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
+    " ORDER BY age(backend_xid) DESC LIMIT 1"
+)
+
+
+async def held_back(conn: AsyncConnection) -> HeldBack | None:
+    """What holds the read back on PostgreSQL (``None``: nothing; always on SQLite, whose
+    one writer commits in order)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    count, oldest = (await conn.execute(HELD_EVENTS)).one()
+    if not count:
+        return None
+    writer = (await conn.execute(OLDEST_WRITER)).first()
+    if writer is None:  # ended meanwhile, or not visible to this role
+        return HeldBack(int(count), oldest)
+    pid, application, user, state, seconds = writer
+    return HeldBack(int(count), oldest, pid, application, user, state, seconds)
