@@ -427,6 +427,15 @@ def test_a_new_users_name_is_stored_in_one_form_and_may_not_look_like_anothers(
             refused = admin.post("/users", json=body)
             assert refused.status_code == 409, refused.text
             assert refused.json()["error_code"] == "ERR_USER_EXISTS"
+        for name in ("OLGA", "ｒｏｂ-x", "Rob"):  # a key's principal may not look alike either
+            body = {"role": "reviewer", "principal_id": name}
+            refused = admin.post("/api-keys", json=body)
+            if name == "ｒｏｂ-x":  # no one is named rob-x: stored plain
+                assert refused.status_code == 201, refused.text
+                assert refused.json()["principal_id"] == "rob-x"
+                continue
+            assert refused.status_code == 422, refused.text
+            assert [e["field"] for e in refused.json()["errors"]] == ["principal_id"]
         # The same name as a key's principal is that principal's account, as before.
         assert (
             admin.post(
