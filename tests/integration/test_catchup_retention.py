@@ -4,6 +4,10 @@ instead of silently skipping them (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +33,7 @@ def expired(producer: Client, cursor: str | None) -> str:
 
 
 def test_a_read_from_before_what_retention_removed_says_so(
-    make_settings, clock: ManualClock
+    make_settings, clock: ManualClock, tmp_path: Path
 ) -> None:
     settings = make_settings(run_workers=False, retention_batch_size=2)
     with live_server(settings, clock) as server:
@@ -63,8 +67,30 @@ def test_a_read_from_before_what_retention_removed_says_so(
         assert task_ids(read(neighbour)) == [mine]
 
         assert producer.key is not None
+        cursor_file = tmp_path / "agent.cursor"
+        cursor_file.write_text(inside + "\n")  # kept from before the removal
         with Signoff(server.base_url, producer.key, backoff=0) as agent:
             with pytest.raises(CursorExpired) as refused:
                 agent.events_since(None)
             assert refused.value.oldest_cursor == oldest
             assert [e["data"]["id"] for e in agent.events_since(oldest).events] == recent
+
+        # The example agent, away since before the removal, reconciles from its tasks and
+        # reads on from the oldest cursor.
+        example = Path(__file__).parents[2] / "examples" / "catch_up.py"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+        env |= {"SIGNOFF_URL": server.base_url, "SIGNOFF_API_KEY": producer.key}
+        done = subprocess.run(
+            [sys.executable, str(example), "--cursor-file", str(cursor_file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        lines = done.stdout.splitlines()
+        assert {line.split()[1] for line in lines if line.startswith("reconcile")} == {
+            *old,
+            *recent,
+        }
+        assert lines[-1] == "caught up: 2 events"
