@@ -53,3 +53,18 @@ def test_a_retry_after_in_other_digits_is_ignored_and_a_huge_one_is_a_day() -> N
     assert parse_retry_after("²", now) is None
     assert parse_retry_after("9" * 5000, now) == MAX_RETRY_AFTER_SECONDS
     assert parse_retry_after("30", now) == 30
+
+
+@pytest.mark.parametrize("timestamp", ["²", "١٧٠٠٠٠٠٠٠٠", "9" * 5000, "+1700000000", ""])
+def test_a_webhook_timestamp_in_odd_digits_fails_verification_not_the_receiver(
+    timestamp: str,
+) -> None:
+    from signoff.client import WebhookVerificationFailed, verify_event
+    from signoff.webhooks import WebhookVerificationError, new_secret, verify
+
+    secret = new_secret()
+    headers = {"webhook-id": "evt-1", "webhook-timestamp": timestamp, "webhook-signature": "v1,x"}
+    with pytest.raises(WebhookVerificationFailed, match="webhook-timestamp"):
+        verify_event(headers, b"{}", [secret])
+    with pytest.raises(WebhookVerificationError, match="webhook-timestamp"):
+        verify(headers, b"{}", secret)
