@@ -7,7 +7,9 @@ happened to its tasks while it was away, then goes on with webhooks.
 Each run prints the events since the cursor kept in ``--cursor-file`` (all of them the
 first time) and stores the new cursor only after handling them, so an event is handled
 again after a crash, never lost. Handle events idempotently by their ``id`` (the same id
-a webhook delivery carries in ``webhook-id``).
+a webhook delivery carries in ``webhook-id``). Away longer than events are kept (7 days
+after delivery), the cursor has expired: the agent then reconciles from its tasks and
+reads on from the oldest cursor the server names.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from signoff.client import Signoff
+from signoff.client import CursorExpired, Signoff
 
 
 def handle(event: dict[str, Any]) -> None:
@@ -36,7 +38,13 @@ def main() -> None:
         parser.error("a producer key is needed: --key or SIGNOFF_API_KEY")
     stored = args.cursor_file.read_text().strip() if args.cursor_file.exists() else None
     with Signoff(args.url, args.key) as agent:
-        caught = agent.events_since(stored or None)
+        try:
+            caught = agent.events_since(stored or None)
+        except CursorExpired as expired:
+            # Some events were removed unread: look at the tasks themselves, then go on.
+            for task in agent.list_tasks():
+                print("reconcile", task.id, task.status, task.decision or "")
+            caught = agent.events_since(expired.oldest_cursor)
         for event in caught.events:
             handle(event)
     if caught.cursor:

@@ -13,6 +13,7 @@ problem details)::
     ├── Forbidden             403
     ├── NotFound              404
     ├── Conflict              409
+    ├── Gone                  410
     ├── PreconditionFailed    412
     ├── PreconditionRequired  428
     ├── PayloadTooLarge       413
@@ -216,6 +217,11 @@ class ErrorCode(StrEnum):
     POLICY_EXISTS = "ERR_POLICY_EXISTS", 409, "An escalation policy of that name exists."
     USER_EXISTS = "ERR_USER_EXISTS", 409, "A console user with that id exists."
     EMAIL_IN_USE = "ERR_EMAIL_IN_USE", 409, "Another console user has that email address."
+    CURSOR_EXPIRED = (
+        "ERR_CURSOR_EXPIRED",
+        410,
+        "Retention removed events after the catch-up cursor; read again from `oldest_cursor`.",
+    )
     REVISION_CONFLICT = (
         "ERR_REVISION_CONFLICT",
         412,
@@ -352,6 +358,11 @@ class NotFound(SignoffError):
 class Conflict(SignoffError):
     title = "Conflict"
     error_code = ErrorCode.STATE_CONFLICT
+
+
+class Gone(SignoffError):
+    title = "Gone"
+    error_code = ErrorCode.CURSOR_EXPIRED
 
 
 class PreconditionFailed(SignoffError):

@@ -34,6 +34,20 @@ NOTIFICATIONS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+CATCHUP_HELD_BACK = Gauge(
+    "signoff_catchup_held_back_seconds",
+    "How long the oldest committed event has waited to be readable by GET /events "
+    "(PostgreSQL: an older transaction is still open on the server); 0 when none waits.",
+    registry=REGISTRY,
+    multiprocess_mode="livemax",
+)
+CATCHUP_HELD_EVENTS = Gauge(
+    "signoff_catchup_held_back_events",
+    "Committed events GET /events cannot return yet (PostgreSQL: waiting for an older "
+    "open transaction on the server).",
+    registry=REGISTRY,
+    multiprocess_mode="livemax",
+)
 LONG_POLL_WAITERS = Gauge(
     "signoff_long_poll_waiters",
     "Requests parked in GET /tasks/{id}?wait=… (they hold no database connection).",

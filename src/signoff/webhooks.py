@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from signoff.domain.params import number_or_none
+
 if TYPE_CHECKING:
     from signoff.client._webhooks import verify_event
 
@@ -101,7 +103,8 @@ def verify(
     lowered = {k.lower(): v for k, v in headers.items()}
     if "webhook-signature" in lowered:
         timestamp = lowered.get("webhook-timestamp", "")
-        if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > tolerance_seconds:
+        seconds = number_or_none(timestamp, most=10**12)
+        if seconds is None or abs(time.time() - seconds) > tolerance_seconds:
             raise WebhookVerificationError("stale or missing webhook-timestamp")
         names = ("webhook-id", "webhook-timestamp", "webhook-signature")
         Webhook(secret).verify(raw_body, {k: lowered[k] for k in names if k in lowered})

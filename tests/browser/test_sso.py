@@ -195,3 +195,24 @@ def test_the_providers_error_text_is_never_shown(
     page.goto("/console/login/sso/callback?error=Call+%2B1-555-0100+to+unlock")
     expect(page.get_by_role("alert")).to_contain_text("did not sign you in.")
     assert "555-0100" not in page.content()
+
+
+def test_sso_refuses_a_name_that_looks_like_anothers_and_stores_names_in_one_form(
+    open_page: Callable[..., Page], sso_server: ConsoleServer, identity_provider: str
+) -> None:
+    """Full-width letters and another case are one name (NFKC, case-folded): a second
+    person cannot sit beside ``pat`` in a vote list as ``ＰＡＴ``."""
+    tag = uuid.uuid4().hex[:6]
+    first = _named_person(identity_provider, f"ｐａｔ-{tag}")  # full-width letters
+    page = open_page(sso_server)
+    _sign_in_with_sso(page, first)
+    page.wait_for_url(lambda url: urlsplit(url).path == "/console/account")
+    assert f"pat-{tag}" in _users(sso_server)  # stored in NFKC: plain letters
+
+    for look_alike in (f"PAT-{tag}", f"ＰＡＴ-{tag}"):
+        intruder = open_page(sso_server)
+        _sign_in_with_sso(intruder, _named_person(identity_provider, look_alike))
+        expect(intruder.get_by_role("alert")).to_contain_text(f"looks like pat-{tag}")
+        intruder.goto("/console/account")
+        assert urlsplit(intruder.url).path == "/console/login"  # no session was opened
+    assert [n for n in _users(sso_server) if n.casefold() == f"pat-{tag}"] == [f"pat-{tag}"]

@@ -408,3 +408,39 @@ def test_first_sign_ins_of_one_identity_at_once_make_one_account(database_url: s
     assert [type(s).__name__ for s in signed_in] == ["SignedInSession"] * 6, signed_in
     assert {s.user.principal_id for s in signed_in} == {"maria"}
     assert len({s.user.id for s in signed_in}) == 1
+
+
+def test_a_new_users_name_is_stored_in_one_form_and_may_not_look_like_anothers(
+    server: LiveServer,
+) -> None:
+    """NFKC when stored; a name equal to another's once case-folded is refused, so two
+    people never look alike in vote lists (a key's principal counts too)."""
+    server.new_client("reviewer", "rob").close()
+    with server.admin() as admin:
+        made = admin.post(
+            "/users", json={"principal_id": "ｏｌｇａ", "role": "reviewer", "password": PASSWORD}
+        )
+        assert made.status_code == 201, made.text
+        assert made.json()["principal_id"] == "olga"
+        for name in ("OLGA", "Ｏｌｇａ", "ROB"):
+            body = {"principal_id": name, "role": "reviewer", "password": PASSWORD}
+            refused = admin.post("/users", json=body)
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error_code"] == "ERR_USER_EXISTS"
+        for name in ("OLGA", "ｒｏｂ-x", "Rob"):  # a key's principal may not look alike either
+            body = {"role": "reviewer", "principal_id": name}
+            refused = admin.post("/api-keys", json=body)
+            if name == "ｒｏｂ-x":  # no one is named rob-x: stored plain
+                assert refused.status_code == 201, refused.text
+                assert refused.json()["principal_id"] == "rob-x"
+                continue
+            assert refused.status_code == 422, refused.text
+            assert [e["field"] for e in refused.json()["errors"]] == ["principal_id"]
+        # The same name as a key's principal is that principal's account, as before.
+        assert (
+            admin.post(
+                "/users", json={"principal_id": "rob", "role": "reviewer", "password": PASSWORD}
+            ).status_code
+            == 201
+        )
+    assert server.count("users") == 2

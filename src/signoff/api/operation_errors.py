@@ -105,7 +105,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "GET /tasks": (ErrorCode.VALIDATION,),
     "GET /tasks/{task_id}": (ErrorCode.TASK_NOT_FOUND, ErrorCode.TOO_MANY_WAITS),
     "GET /tasks/{task_id}/events": (ErrorCode.TASK_NOT_FOUND,),
-    "GET /events": (ErrorCode.FORBIDDEN, ErrorCode.VALIDATION),
+    "GET /events": (ErrorCode.FORBIDDEN, ErrorCode.CURSOR_EXPIRED, ErrorCode.VALIDATION),
     # approvals bound to versions
     "PUT /tasks/{task_id}/subject": (
         ErrorCode.FORBIDDEN,

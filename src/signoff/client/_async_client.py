@@ -301,7 +301,11 @@ class AsyncSignoff:
     async def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:
         """Every event of this producer's tasks after ``cursor`` (``None``: from the first),
         reading page after page, and the cursor to pass next time. Call it at start, before
-        relying on webhooks, to catch up on what happened while the process was away."""
+        relying on webhooks, to catch up on what happened while the process was away.
+
+        Raises :class:`CursorExpired` when retention removed events after ``cursor`` (or,
+        with ``None``, any of this producer's): reconcile by reading the tasks, then call
+        again with its ``oldest_cursor``."""
         return await self._runner.run(events_since(cursor, page_size))
 
     async def create_webhook_endpoint(

@@ -31,6 +31,8 @@ Every problem document Signoff answers with becomes one of these; the class is c
         │   ├── AlreadyVoted             ERR_ALREADY_VOTED
         │   ├── DecidedByVotes           ERR_DECIDED_BY_VOTES
         │   └── IdempotencyKeyInUse      ERR_IDEMPOTENCY_KEY_IN_USE
+        ├── Gone                    410
+        │   └── CursorExpired            ERR_CURSOR_EXPIRED (``oldest_cursor``)
         ├── PreconditionFailed      412  ERR_REVISION_CONFLICT
         ├── PreconditionRequired    428  ERR_PRECONDITION_REQUIRED
         ├── PayloadTooLarge         413  ERR_PAYLOAD_TOO_LARGE
@@ -57,11 +59,13 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "ConnectionFailed",
+    "CursorExpired",
     "DecidedByVotes",
     "DecisionTimeout",
     "ExecutionLeaseLost",
     "ExecutionTokenRequired",
     "Forbidden",
+    "Gone",
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
     "InsufficientContextProof",
@@ -250,6 +254,21 @@ class IdempotencyKeyInUse(Conflict):
     pass
 
 
+class Gone(ApiError):
+    pass
+
+
+class CursorExpired(Gone):
+    """Retention removed events of the caller's tasks after the catch-up cursor: they can
+    no longer be read. Reconcile what they may have changed (read the tasks), then read
+    on from ``oldest_cursor``, from which nothing is missing."""
+
+    @property
+    def oldest_cursor(self) -> str | None:
+        value = self.problem.get("oldest_cursor")
+        return str(value) if value else None
+
+
 class PreconditionFailed(ApiError):
     pass
 
@@ -328,6 +347,7 @@ BY_CODE: dict[str, type[ApiError]] = {
     "ERR_DECIDED_BY_VOTES": DecidedByVotes,
     "ERR_NOT_ELIGIBLE_TO_VOTE": NotEligibleToVote,
     "ERR_IDEMPOTENCY_KEY_IN_USE": IdempotencyKeyInUse,
+    "ERR_CURSOR_EXPIRED": CursorExpired,
     "ERR_REVISION_CONFLICT": PreconditionFailed,
     "ERR_PRECONDITION_REQUIRED": PreconditionRequired,
     "ERR_PAYLOAD_TOO_LARGE": PayloadTooLarge,
@@ -393,6 +413,7 @@ BY_STATUS: dict[int, type[ApiError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
     412: PreconditionFailed,
     413: PayloadTooLarge,
     422: ValidationFailed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 
@@ -17,6 +18,11 @@ from signoff.client._models import WebhookEvent
 __all__ = ["verify_event"]
 
 STANDARD_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+
+
+def _is_time(timestamp: str) -> bool:
+    """Seconds since the epoch in the digits 0-9 (``"²".isdigit()`` is true too)."""
+    return re.fullmatch(r"[0-9]{1,12}", timestamp) is not None
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:
@@ -52,7 +58,7 @@ def verify_event(
     if "webhook-signature" in lowered:
         scheme = "standard-webhooks"
         timestamp = lowered.get("webhook-timestamp", "")
-        if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > tolerance_seconds:
+        if not _is_time(timestamp) or abs(time.time() - int(timestamp)) > tolerance_seconds:
             raise WebhookVerificationFailed("stale or missing webhook-timestamp")
         signed = {name: lowered[name] for name in STANDARD_HEADERS if name in lowered}
         if not any(_standard_ok(secret, raw, signed) for secret in keys):

@@ -29,7 +29,8 @@ from signoff.console.shared import (
     service_context,
 )
 from signoff.domain.clock import rfc3339
-from signoff.domain.inbox import Cursor, decode_cursor, search_terms
+from signoff.domain.inbox import MAX_LEVEL, Cursor, decode_cursor, search_terms
+from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, TaskStatus
 from signoff.domain.tasks import Principal, Task, votes_view
 from signoff.errors import ErrorCode, FieldError, SignoffError, Unprocessable, validation_error
@@ -47,14 +48,22 @@ FILTER_NAMES = ("entity_type", "reason_code", "group", "level")
 SEARCH = "q"
 
 
-def _filters(request: Request, terms: tuple[str, ...] = ()) -> InboxFilters:
+def _filters(
+    request: Request, terms: tuple[str, ...] = (), *, with_level: bool = True
+) -> InboxFilters:
+    """The address's filters.
+
+    Raises:
+        Unprocessable: ``ERR_VALIDATION`` (field ``level``) for a level that is not a
+            whole number up to :data:`MAX_LEVEL` (unless ``with_level`` is false).
+    """
     values = {name: (request.query_params.get(name) or "").strip() or None for name in FILTER_NAMES}
     level = values.pop("level")
     return InboxFilters(
         entity_type=values["entity_type"],
         reason_code=values["reason_code"],
         group=values["group"],
-        level=int(level) if level and level.isdigit() and len(level) < 6 else None,
+        level=whole_number(level, field="level", most=MAX_LEVEL) if with_level else None,
         terms=terms,
     )
 
@@ -116,6 +125,8 @@ REFUSED_INPUT = {
     SEARCH: "The search is too long or not readable: at most 200 characters. "
     "Showing the view without it.",
     "after": "That page link does not belong to this view: showing its first page.",
+    "level": "The escalation level must be a whole number written in digits 0-9. "
+    "Showing the view without it.",
 }
 
 
@@ -129,7 +140,10 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
         terms = search_terms(search)
     except Unprocessable:
         refused, search, terms = SEARCH, "", ()
-    filters = _filters(request, terms)
+    try:
+        filters = _filters(request, terms)
+    except Unprocessable:
+        refused, filters = "level", _filters(request, terms, with_level=False)
     try:
         cursor = _cursor(request)
         page = await inbox_service.page_of_view(context, principal, view, filters, cursor=cursor)
@@ -278,10 +292,11 @@ def notice_text(params: Mapping[str, str]) -> str | None:
         return _meaning(params.get("code", "")) or "That could not be done."
     if notice == "bulk" and params.get("action") in BULK_ACTIONS:
         done, total = params.get("done", ""), params.get("of", "")
-        if not (done.isdigit() and total.isdigit()):
+        done_count, total_count = number_or_none(done), number_or_none(total)
+        if done_count is None or total_count is None:
             return None
         reasons = [_meaning(code) for code in params.get("failed", "").split(",") if code]
-        text = f"{params['action']}: {int(done)} of {int(total)} done."
+        text = f"{params['action']}: {done_count} of {total_count} done."
         known = [reason for reason in reasons if reason]
         return text + (" Not done: " + " ".join(known[:5]) if known else "")
     return None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from signoff.console.views import duration_text
+from signoff.domain.params import number_or_none
 
 # Times ---------------------------------------------------------------------------------
 
@@ -70,7 +71,10 @@ def field_label(pointer: str) -> str:
     if pointer in ("", "/"):
         return "Everything"
     parts = [_unescape(token) for token in pointer.lstrip("/").split("/")]
-    return " › ".join(str(int(p) + 1) if p.isdigit() else _humane(p) for p in parts)
+    numbers = [number_or_none(p) for p in parts]
+    return " › ".join(
+        _humane(p) if n is None else str(n + 1) for p, n in zip(parts, numbers, strict=True)
+    )
 
 
 def field_labels(pointers: list[str], most: int = 5) -> str:

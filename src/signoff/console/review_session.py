@@ -20,6 +20,8 @@ from starlette.responses import Response
 from signoff.console.auth import SignedIn, csrf_token
 from signoff.console.rendering import render
 from signoff.console.shared import TokenChanges, go, page_router, service_context
+from signoff.domain.inbox import MAX_LEVEL
+from signoff.domain.params import number_or_none
 from signoff.domain.tasks import Principal
 from signoff.errors import ErrorCode, SignoffError
 from signoff.services import review_queue
@@ -43,7 +45,7 @@ _MAX_COUNT = 1_000_000
 
 
 def _count(raw: str | None) -> int | None:
-    return int(raw) if raw and raw.isdigit() and len(raw) < 7 else None
+    return number_or_none(raw, most=_MAX_COUNT)
 
 
 def filters_of(params: Mapping[str, str]) -> InboxFilters:
@@ -54,7 +56,7 @@ def filters_of(params: Mapping[str, str]) -> InboxFilters:
         entity_type=values["entity_type"],
         reason_code=values["reason_code"],
         group=values["group"],
-        level=int(level) if level and level.isdigit() and len(level) < 6 else None,
+        level=number_or_none(level, most=MAX_LEVEL),
     )
 
 

@@ -8,7 +8,6 @@ console keeps the reviewer's tokens, so a reload or a second tab keeps the lease
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import uuid
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from signoff.console.auth.core import LEASE_COOKIE, read_form_data, secure_cookies
+from signoff.domain.params import decode_token
 from signoff.errors import SignoffError
 from signoff.services.context import ServiceContext
 
@@ -71,8 +71,8 @@ def _held_tokens(request: Request) -> dict[str, str]:
     if not raw:
         return {}
     try:
-        data = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error):
+        data = decode_token(raw)
+    except ValueError:
         return {}
     if not isinstance(data, dict):
         return {}

@@ -33,6 +33,7 @@ from signoff.console.shared import (
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import parse_decision
 from signoff.domain.json_input import parse_json_strict
+from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
 from signoff.domain.tasks import Principal, task_view
 from signoff.errors import NotFound, SignoffError
@@ -224,8 +225,7 @@ async def _task_response(
 
 
 def _int_param(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name) or ""
-    return int(raw) if raw.isdigit() and len(raw) < 10 else None
+    return number_or_none(request.query_params.get(name))
 
 
 @router.get("/tasks/{task_id}")
@@ -314,11 +314,11 @@ async def task_viewed(task_id: str, request: Request, principal: CsrfChecked) ->
     starts from it next time. Sent by the page's script, same-origin with the CSRF token,
     after the reviewer's first click or key press on the page."""
     form = await read_form(request)
-    raw = str(form.get("revision") or "")
-    if not raw.isdigit() or len(raw) > 9:
+    revision = number_or_none(form.get("revision"))
+    if revision is None:
         return Response(status_code=422)
     try:
-        await approval_service.record_viewed(service_context(request), principal, task_id, int(raw))
+        await approval_service.record_viewed(service_context(request), principal, task_id, revision)
     except NotFound:
         return Response(status_code=404)
     return Response(status_code=204)
@@ -348,8 +348,10 @@ async def _decide(
     problem: str | None = None
     payload: Any = None
     refusal: SignoffError | None = None
+    revision: int | None = None
     try:
         decision = parse_decision(form.get("decision"))
+        revision = whole_number(form.get("revision"), field="revision")
     except SignoffError as error:
         decision, problem, refusal = Decision.REJECTED, error.message, error
     if problem is None and raw_payload:
@@ -358,8 +360,6 @@ async def _decide(
         except SignoffError as error:
             problem = f"The resolution payload is not valid JSON: {error.message}"
             refusal = error
-    revision_raw = str(form.get("revision") or "")
-    revision = int(revision_raw) if revision_raw.isdigit() else None
     digest = str(form.get("digest") or "") or None
     if problem is not None:
         notice = Notice(problem, "error", refusal)

@@ -18,6 +18,7 @@ from signoff.domain.approval_rules import (
     votes_from_json,
 )
 from signoff.domain.decisions import parse_decision, rule_for
+from signoff.domain.params import whole_number
 from signoff.domain.states import REVIEWERS, Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, ballot_refusal
 from signoff.errors import SignoffError
@@ -99,9 +100,8 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
     form = await read_form(request)
     notes = str(form.get("notes") or "")
     request.state.vote_notes = notes
-    revision_raw = str(form.get("revision") or "")
-    stage_raw = str(form.get("stage") or "")
     try:
+        revision = whole_number(form.get("revision"), field="revision")
         decision = parse_decision(form.get("decision"))
         ballot = await vote_service.vote(
             service_context(request),
@@ -109,10 +109,10 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
             task_id,
             decision=decision,
             notes=notes,
-            revision=int(revision_raw) if revision_raw.isdigit() else None,
+            revision=revision,
             digest=str(form.get("digest") or "") or None,
             door="console",
-            stage=_stage_number(stage_raw),
+            stage=whole_number(form.get("stage"), field="stage"),
         )
     except SignoffError as error:
         return [Notice(wording.refusal_text(error), "error", error)]
@@ -121,10 +121,3 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
     standing = progress(rule_from_json(task.approval_rule or {}), votes_from_json(task.votes))
     tone = "ok" if ballot.receipt.counted or not ballot.receipt.recorded else "warn"
     return [Notice(f"{ballot.receipt.text()} {standing.text()}.", tone)]
-
-
-def _stage_number(raw: str) -> int | None:
-    """The form's stage (the one the page showed): ASCII digits only, else none named."""
-    if raw.isascii() and raw.isdigit() and len(raw) <= 2:
-        return int(raw)
-    return None

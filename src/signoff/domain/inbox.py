@@ -7,15 +7,17 @@ Pure functions: nothing here touches a database or HTTP.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.domain.params import decode_token
 from signoff.errors import FieldError, validation_error
 
 #: A search longer than this is refused (the field ``q``).
 MAX_SEARCH_LENGTH = 200
+#: The largest escalation level a filter names (a larger one is refused, field ``level``).
+MAX_LEVEL = 99_999
 #: At most this many words of a search are used (each must match).
 MAX_SEARCH_TERMS = 8
 
@@ -71,10 +73,8 @@ def decode_cursor(raw: str, *, backward: bool, field: str) -> Cursor:
         Unprocessable: ``ERR_VALIDATION`` naming ``field`` when it is not a cursor.
     """
     try:
-        if len(raw) > 400:
-            raise ValueError(raw)
-        decoded = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        decoded = decode_token(raw, max_length=400)
+    except ValueError:
         decoded = None
     if not (
         isinstance(decoded, list)

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from signoff.domain.params import number_or_none
+
 #: Delay before each attempt, in seconds: immediately, 5 s, 5 min, 30 min, 2 h, 5 h,
 #: 10 h, 10 h (the schedule Standard Webhooks senders use). After the last, dead letter.
 DEFAULT_RETRY_SCHEDULE: tuple[int, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -81,8 +83,9 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(min(int(value), MAX_RETRY_AFTER_SECONDS))
+    if value.isascii() and value.isdigit():  # delta-seconds; more than a day is a day
+        seconds = number_or_none(value, most=MAX_RETRY_AFTER_SECONDS)
+        return float(MAX_RETRY_AFTER_SECONDS if seconds is None else seconds)
     from email.utils import parsedate_to_datetime
 
     try:

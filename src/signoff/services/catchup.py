@@ -4,21 +4,28 @@ same documents its webhook endpoints receive, to reconcile after time away."""
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
+
+from signoff.domain.params import decode_token
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
-from signoff.errors import FieldError, validation_error
+from signoff.errors import FieldError, Gone, validation_error
+from signoff.metrics import CATCHUP_HELD_BACK, CATCHUP_HELD_EVENTS
 from signoff.services.context import ServiceContext
 from signoff.store import catchup as store
 
 PRODUCERS = frozenset({Role.PRODUCER})
 MAX_PAGE_SIZE = 500
+#: The feed held back longer than this is logged (``catchup.held_back``, a warning).
+HELD_BACK_WARN_SECONDS = 5.0
+
+log = structlog.get_logger("signoff.catchup")
 
 
 @dataclass(frozen=True)
@@ -42,10 +49,11 @@ def encode_cursor(position: store.Position) -> str:
 def decode_cursor(cursor: str) -> store.Position:
     """Raises ``ERR_VALIDATION`` naming ``cursor`` for anything this service did not make."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        parts = json.loads(raw)
+        parts = decode_token(cursor)
+        if not isinstance(parts, list) or len(parts) not in (1, 3):
+            raise ValueError(cursor)
         order = parts[0]
-        if type(order) is not int or not 0 <= order < 2**63 or len(parts) not in (1, 3):
+        if type(order) is not int or not 0 <= order < 2**63:
             raise ValueError(cursor)
         if len(parts) == 1:
             return store.Position(order)
@@ -53,8 +61,16 @@ def decode_cursor(cursor: str) -> store.Position:
         if created_at.tzinfo is None:
             raise ValueError(cursor)
         return store.Position(order, created_at, uuid.UUID(parts[2]))
-    except (ValueError, TypeError, IndexError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError):
         raise _foreign() from None
+
+
+def _expired(oldest_cursor: str) -> Exception:
+    return Gone(
+        "retention removed events of your tasks after this cursor; from oldest_cursor on "
+        "nothing is missing",
+        extra={"oldest_cursor": oldest_cursor},
+    )
 
 
 def _foreign() -> Exception:
@@ -70,6 +86,9 @@ async def events_since(
     Raises:
         Forbidden: the caller is not a producer.
         Unprocessable: ``ERR_VALIDATION`` for a cursor this service did not give.
+        Gone: ``ERR_CURSOR_EXPIRED`` (410) when retention removed events of the caller's
+            tasks after ``cursor`` (or, without one, any): its ``oldest_cursor`` is where
+            nothing is missing.
     """
     require_role(principal, PRODUCERS, "read their tasks' events")
     after = decode_cursor(cursor) if cursor else None
@@ -78,7 +97,43 @@ async def events_since(
             rows = await store.events_after(
                 uow.connection, producer_id=principal.principal_id, after=after, limit=limit
             )
+            # After the events: a removal committed since shows here, and is refused.
+            removed_to = await store.horizon(uow.connection, principal.principal_id)
         except store.ForeignCursor:
             raise _foreign() from None
+    if removed_to is not None and (after is None or after.before(removed_to)):
+        raise _expired(encode_cursor(removed_to))
     last = encode_cursor(rows[-1][0]) if rows else cursor
     return EventPage(events=[payload for _, payload in rows], cursor=last, more=len(rows) == limit)
+
+
+async def watch_held_back(ctx: ServiceContext) -> store.HeldBack | None:
+    """Measure what holds the catch-up read back (PostgreSQL; one open write transaction
+    anywhere on the server holds every producer's events behind it): the metrics
+    ``signoff_catchup_held_back_seconds`` and ``_events``, and past
+    :data:`HELD_BACK_WARN_SECONDS` one warning line naming the oldest open transaction."""
+    async with ctx.database.transaction(write=False) as uow:
+        held = await store.held_back(uow.connection)
+    if held is None:
+        CATCHUP_HELD_BACK.set(0)
+        CATCHUP_HELD_EVENTS.set(0)
+        return None
+    seconds = max(0.0, (ctx.now() - held.oldest_event_at).total_seconds())
+    CATCHUP_HELD_BACK.set(seconds)
+    CATCHUP_HELD_EVENTS.set(held.events)
+    if seconds >= HELD_BACK_WARN_SECONDS:
+        log.warning(
+            "catchup.held_back",
+            held_seconds=round(seconds, 1),
+            events=held.events,
+            transaction_pid=held.pid,
+            transaction_application_name=held.application_name,
+            transaction_user=held.user,
+            transaction_state=held.state,
+            transaction_seconds=(
+                None if held.transaction_seconds is None else round(held.transaction_seconds, 1)
+            ),
+            hint="an open transaction on the database server holds every producer's "
+            "GET /events back until it ends; end it (pg_terminate_backend) if it is stuck",
+        )
+    return held

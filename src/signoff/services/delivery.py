@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -21,13 +22,18 @@ from signoff.domain.webhooks import (
 )
 from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
-from signoff.store import deliveries
+from signoff.store import catchup, deliveries
 from signoff.store import delivery_retention as retention
 from signoff.store import webhooks as store
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from sqlalchemy import Delete
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    #: One retention batch in its own write transaction: how many rows it removed.
+    Batch = Callable[[AsyncConnection], Awaitable[int]]
 
 log = structlog.get_logger("signoff.delivery")
 
@@ -230,27 +236,33 @@ async def purge_old_deliveries(ctx: ServiceContext) -> Purged:
     0 days keeps that kind forever. Pending deliveries, events waiting for their fan-out
     and the audit trail are never touched."""
     settings, now = ctx.settings, ctx.now()
+    limit = settings.retention_batch_size
+
+    def purging(statement: Delete, cutoff: datetime) -> Batch:
+        return lambda conn: retention.purge(conn, statement, cutoff=cutoff, limit=limit)
+
+    def purging_events(cutoff: datetime) -> Batch:
+        # Each producer's catch-up horizon moves with the events (ERR_CURSOR_EXPIRED).
+        return lambda conn: catchup.purge_events(conn, cutoff=cutoff, limit=limit, now=now)
+
     removed = {}
-    for kind, statement, days in (
-        ("delivered", retention.PURGE_DELIVERED, settings.delivered_retention_days),
-        ("dead", retention.PURGE_DEAD, settings.failed_retention_days),
-        ("events", retention.PURGE_EVENTS, settings.delivered_retention_days),
+    for kind, make, days in (
+        (
+            "delivered",
+            partial(purging, retention.PURGE_DELIVERED),
+            settings.delivered_retention_days,
+        ),
+        ("dead", partial(purging, retention.PURGE_DEAD), settings.failed_retention_days),
+        ("events", purging_events, settings.delivered_retention_days),
     ):
         removed[kind] = 0
         if not days:
             continue
-        removed[kind] = await _purge_in_batches(
-            ctx, statement, cutoff=now - timedelta(days=days), limit=settings.retention_batch_size
-        )
+        removed[kind] = await _purge_in_batches(ctx, make(now - timedelta(days=days)), limit)
     return Purged(**removed)
 
 
-async def _purge_in_batches(
-    ctx: ServiceContext, statement: Delete, *, cutoff: datetime, limit: int
-) -> int:
-    async def batch(conn: AsyncConnection) -> int:
-        return await retention.purge(conn, statement, cutoff=cutoff, limit=limit)
-
+async def _purge_in_batches(ctx: ServiceContext, batch: Batch, limit: int) -> int:
     removed = 0
     for _ in range(RETENTION_BATCHES_PER_SWEEP):
         count = await ctx.database.run_write(batch)

@@ -16,10 +16,12 @@ from typing import Any
 
 import structlog
 
+from signoff.domain.names import normal_name
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import ErrorCode, FieldError, NotFound, Unauthenticated, validation_error
 from signoff.metrics import API_KEY_CACHE, child
+from signoff.services import names
 from signoff.services.context import ServiceContext
 from signoff.store import keys as key_store
 
@@ -110,14 +112,19 @@ async def create_api_key(
     email: str | None = None,
 ) -> CreatedKey:
     """Create a key (admins only). The returned ``key`` is the only time the secret exists
-    outside the caller's hands."""
+    outside the caller's hands. ``principal_id`` is stored in NFKC; one that looks like
+    another principal's (:mod:`signoff.domain.names`) is refused (422, ``principal_id``)."""
     require_role(caller, frozenset({Role.ADMIN}), "manage API keys")
     if role is Role.SYSTEM:
         raise validation_error([FieldError("role", "system is Signoff's own role")])
+    principal_id = normal_name(principal_id)
     _check_principal_id(principal_id)
     secret = new_api_key_secret()
     key_id = uuid.uuid4()
     async with ctx.database.transaction() as uow:
+        if (similar := await names.look_alike_of(uow.connection, principal_id)) is not None:
+            problem = f"looks like {similar}, another principal (names are compared case-folded)"
+            raise validation_error([FieldError("principal_id", problem)])
         await key_store.insert_api_key(
             uow.connection,
             key_id=key_id,

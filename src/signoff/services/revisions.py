@@ -10,6 +10,7 @@ from typing import Any
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
+from signoff.domain.params import number_or_none
 from signoff.domain.revisions import (
     RevisionEffect,
     SubjectInput,
@@ -55,11 +56,12 @@ def parse_if_match(header: str | None) -> int:
             error_code=ErrorCode.PRECONDITION_REQUIRED,
         )
     value = header.strip().removeprefix("W/").strip('"')
-    if not value.isdigit():
+    revision = number_or_none(value)
+    if revision is None:
         raise PreconditionFailed(
             f"If-Match {header!r} names no revision; {PRECONDITION_FAILED_HINT}"
         )
-    return int(value)
+    return revision
 
 
 async def revise_subject(

@@ -20,9 +20,11 @@ from typing import Any
 
 import structlog
 
+from signoff.domain.names import normal_name
 from signoff.domain.states import Role
 from signoff.domain.users import User
 from signoff.errors import ErrorCode, Forbidden, TooManyRequests, Unauthenticated, Unprocessable
+from signoff.services import names
 from signoff.services.context import ServiceContext
 from signoff.services.users import check_identity, hash_token, verify_password
 from signoff.store import keys as keys_store
@@ -185,8 +187,8 @@ async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSessi
     Raises:
         Forbidden: 403 ``ERR_USER_DISABLED``; 403 ``ERR_ACCOUNT_IS_LOCAL`` when the name
             belongs to another principal (a password user, an API key's principal, another
-            identity): single sign-on never takes one over unless an administrator linked
-            it (``signoff link-sso``).
+            identity), or looks like one's (:mod:`signoff.domain.names`): single sign-on
+            never takes one over unless an administrator linked it (``signoff link-sso``).
     """
     try:
         return await _sign_in_oidc(ctx, identity)
@@ -205,7 +207,7 @@ async def sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSessi
 
 async def _sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSession:
     groups = [g for g in identity.groups if g and not any(c.isspace() or c == "," for c in g)]
-    principal_id = identity.principal_id
+    principal_id = normal_name(identity.principal_id)
     check_identity(principal_id, identity.role, groups, None)
     email = identity.email if identity.email_verified else None
     if email is not None:
@@ -236,6 +238,14 @@ async def _sign_in_oidc(ctx: ServiceContext, identity: Identity) -> SignedInSess
                 raise Forbidden(
                     f"the name {principal_id} belongs to another account here; an "
                     "administrator can link your single sign-on identity to it",
+                    error_code=ErrorCode.ACCOUNT_IS_LOCAL,
+                )
+            similar = await names.look_alike_of(conn, principal_id)
+            if similar is not None:
+                log.info("user.sso_name_look_alike", principal_id=principal_id, similar=similar)
+                raise Forbidden(
+                    f"the name {principal_id} looks like {similar}, another account here; an "
+                    "administrator can link your single sign-on identity to the right account",
                     error_code=ErrorCode.ACCOUNT_IS_LOCAL,
                 )
             if email is not None and await store.email_in_use(conn, email, other_than=None):

@@ -8,8 +8,6 @@ Escalation lives in :mod:`signoff.services.escalate`, leases in
 from __future__ import annotations
 
 import base64
-import binascii
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.domain.decisions import checked_notes
+from signoff.domain.params import decode_token
 from signoff.domain.states import (
     Action,
     Decision,
@@ -167,13 +166,15 @@ def _encode_cursor(task: Task) -> str:
 
 def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, task_id = json.loads(raw)
+        parts = decode_token(cursor)
+        if not isinstance(parts, list):
+            raise ValueError(cursor)
+        created_at, task_id = parts
         moment = datetime.fromisoformat(created_at)
         if moment.tzinfo is None:
             raise ValueError("naive")
         return moment.astimezone(UTC), uuid.UUID(task_id)
-    except (ValueError, TypeError, AttributeError, OverflowError, binascii.Error):
+    except (ValueError, TypeError, AttributeError, OverflowError):
         # Anything a tampered cursor can raise; JSON and Unicode errors are ValueErrors.
         raise validation_error(
             [FieldError("cursor", "is not a cursor this service issued")]

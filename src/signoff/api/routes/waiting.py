@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from importlib import resources
 from typing import Any
@@ -27,6 +26,7 @@ from signoff.console import changes, wording
 from signoff.console.auth import current_user
 from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
+from signoff.domain.params import whole_number
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import ErrorCode, FieldError, SignoffError, validation_error
@@ -322,8 +322,7 @@ async def use_link(
             form = parse_qs((await read_body(request)).decode("utf-8", "replace"))
             decision = parse_decision((form.get("decision") or [""])[0])
             csrf = (form.get("csrf") or [""])[0]
-            raw_revision = (form.get("revision") or [""])[0]
-            revision = int(raw_revision) if re.fullmatch(r"[0-9]{1,9}", raw_revision) else None
+            revision = whole_number((form.get("revision") or [""])[0], field="revision")
             notes = (form.get("notes") or [""])[0]
             caller = None
         state = await resume_links.decide_by_link(

@@ -25,6 +25,7 @@ from signoff.store.tables.deciding import (
 )
 from signoff.store.tables.delivery import (
     ANY_ENABLED_ENDPOINT_SQL,
+    catchup_horizons,
     delivery_attempts,
     fanned_out_at_sql,
     outbox_events,
@@ -47,6 +48,7 @@ __all__ = [
     "UtcDateTime",
     "api_keys",
     "approval_rules",
+    "catchup_horizons",
     "delivery_attempts",
     "escalation_policies",
     "fanned_out_at_sql",

@@ -166,3 +166,17 @@ delivery_attempts = Table(
     Column("response_body", Text),
     Index("ix_delivery_attempts_delivery", "delivery_id", "id"),
 )
+
+
+#: The catch-up read's horizon per producer: the last position (in the read's order) of an
+#: event of its tasks that retention removed. A cursor before it has lost events.
+catchup_horizons = Table(
+    "catchup_horizons",
+    metadata,
+    Column("producer_id", Text, primary_key=True),
+    #: SQLite: the outbox rowid; PostgreSQL: the writing transaction's id.
+    Column("position", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime),
+    Column("event_id", Uuid(as_uuid=True)),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
