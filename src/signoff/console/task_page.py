@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from signoff.console import review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
+from signoff.console.headline_words import confirm_text
 from signoff.console.inbox import FILTER_NAMES, next_in_view
 from signoff.console.rendering import render
 from signoff.console.shared import (
@@ -119,6 +120,8 @@ async def _task_values(
         "principal": principal,
         "task": task,
         "view": task_view(task, now),
+        "headline": views.headline(task, request.headers.get("accept-language")),
+        "confirm_text": confirm_text,
         "now": rfc3339(now),
         "verdict": views.verdict(task),
         "deadline": views.deadline(task, now),

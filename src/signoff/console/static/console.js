@@ -228,10 +228,8 @@
       return;
     }
     form.setAttribute("data-choice", decision);
-    var body = $("#task-body");
-    var revision = body.getAttribute("data-revision");
-    $("#confirm-text").textContent = submitter.getAttribute("data-label") + (revision ? " — for revision " + revision : "") +
-      "? Press Enter or click Confirm; Esc cancels.";
+    $("#confirm-text").textContent = submitter.getAttribute("data-confirm-text") +
+      " Press Enter or click Confirm; Esc cancels.";
     $("#confirm").hidden = false;
     $("#confirm [data-confirm]").focus();
   }, true);
