@@ -1,6 +1,7 @@
 """What a notified approver reads: enough to decide without opening anything
-else — the headline and its key fields, entity, reason, the input snapshot, the evaluator's confidence
-against its threshold, the AI recommendation (labelled as such) and the decision link."""
+else — the headline and its key fields, entity, reason, the input snapshot, the
+evaluator's confidence against its threshold, the AI recommendation (labelled as such)
+and the decision link."""
 
 from __future__ import annotations
 
