@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import review_session, views, wording
+from signoff.console import compare, review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.headline_words import confirm_text
@@ -138,6 +138,8 @@ async def _task_values(
         "changes": await wording.change_view(diff),
         "earlier": earlier,
         "history": wording.history(trail, me, now),
+        "compare": await compare.comparison(context, principal, task, request.query_params),
+        "compare_link": compare.link,
         "summary_revision": wording.summary_revision(task.has_subject),
         "now_at": now,
         "held_by": task.claimed_by if held else None,
