@@ -4,14 +4,23 @@
 from __future__ import annotations
 
 from signoff.domain.inbox import SEARCHED_FIELDS
+from signoff.domain.states import Decision
 
 
-def confirm_text(label: str, title: str, revision: int | None, *, completes: bool = False) -> str:
+def confirm_text(label: str, title: str, revision: int | None, tail: str = "") -> str:
     """ "Approve “Release €12,500.00 to ACME Ltd” (revision 2)?" — what the button does,
-    to what, and on which revision; ``completes``: this vote completes the quorum."""
+    to what, and on which revision; ``tail``: what else it does (:func:`vote_tail`)."""
     on = f" (revision {revision})" if revision is not None else ""
-    tail = " This vote completes the quorum: the task is decided." if completes else ""
-    return f"{label} “{title}”{on}?{tail}"
+    return f"{label} “{title}”{on}?" + (f" {tail}" if tail else "")
+
+
+def vote_tail(decision: Decision, decides: bool) -> str:
+    """What a vote that decides the task says in its confirmation."""
+    if not decides:
+        return ""
+    if decision is Decision.APPROVED:
+        return "This vote completes the quorum: the task is approved."
+    return "This vote decides the task: the rule lets one vote against end it."
 
 
 def searched_fields() -> str:

@@ -9,9 +9,11 @@ from typing import Any
 from fastapi import Request
 
 from signoff.console import wording
+from signoff.console.headline_words import vote_tail
 from signoff.console.shared import Notice, read_form, service_context
 from signoff.domain.approval_rules import (
     ApprovalRule,
+    Vote,
     progress,
     rule_from_json,
     votes_from_json,
@@ -43,6 +45,31 @@ def rule_text(rule: ApprovalRule) -> str:
     return sentence
 
 
+def deciding_votes(
+    rule: ApprovalRule, votes: list[Vote], principal: Principal, task: Task
+) -> dict[str, str]:
+    """For each decision, what the confirmation adds when this person's vote of it would
+    decide the task now (it completes the quorum, or a veto ends it)."""
+    stage = progress(rule, votes).stage
+    decides = {}
+    for decision in Decision:
+        ballot = Vote(
+            voter=principal.principal_id,
+            key_id=str(principal.key_id),
+            groups=principal.groups,
+            decision=decision,
+            notes=None,
+            revision=task.current_revision,
+            digest=task.digest,
+            stage=stage,
+            at=task.updated_at,
+            door="console",
+        )
+        decided = progress(rule, [*votes, ballot]).outcome is not None
+        decides[decision.value] = vote_tail(decision, decided)
+    return decides
+
+
 def voting_values(request: Request, task: Task, principal: Principal) -> dict[str, Any] | None:
     """What the task page shows of a task's approval rule (``None``: it has none)."""
     if task.approval_rule is None:
@@ -63,6 +90,7 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
         if refusal is not None:
             why_not = wording.refusal_text(refusal)
     return {
+        "tails": deciding_votes(rule, votes, principal, task),
         "progress": progress(rule, votes),
         "rule_text": rule_text(rule),
         "votes": votes,
