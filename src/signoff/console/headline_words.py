@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from signoff.domain.decisions import rule_for
 from signoff.domain.inbox import SEARCHED_FIELDS
 from signoff.domain.states import Decision
+from signoff.domain.tasks import Principal, Task
 
 
 def confirm_text(label: str, title: str, revision: int | None, tail: str = "") -> str:
@@ -26,3 +28,11 @@ def vote_tail(decision: Decision, decides: bool) -> str:
 def searched_fields() -> str:
     """Where a search looked, for the result line: "headline, key fields, … or AI summary"."""
     return ", ".join(SEARCHED_FIELDS[:-1]) + " or " + SEARCHED_FIELDS[-1]
+
+
+def my_vote(task: Task, principal: Principal) -> str | None:
+    """ "you voted to approve" on a row of a task this person voted on (live votes)."""
+    for vote in task.votes or []:
+        if vote.get("voter") == principal.principal_id:
+            return f"you voted to {rule_for(Decision(vote['decision'])).verb}"
+    return None

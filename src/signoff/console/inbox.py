@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from signoff.console import review_session, views
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
-from signoff.console.headline_words import searched_fields
+from signoff.console.headline_words import my_vote, searched_fields
 from signoff.console.rendering import render
 from signoff.console.shared import (
     WARN_SECONDS,
@@ -112,6 +112,7 @@ def _row(
             else None
         ),
         "votes": votes_view(task)["approval_progress"]["text"] if task.approval_rule else None,
+        "my_vote": my_vote(task, principal),
     }
 
 

@@ -54,6 +54,7 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     lena.goto("/console?view=available")
     row = lena.locator(f'tr[data-task-id="{task_id}"]')
     expect(row).to_contain_text("votes: 1 of 2 approvals — waiting on finance")
+    expect(row.locator(".my-vote")).to_have_text("· you voted to approve")
     assert axe_violations(lena) == []
 
     # Someone outside both groups reads why they cannot vote.
