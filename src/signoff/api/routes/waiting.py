@@ -206,6 +206,8 @@ async def _page(
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
         changes=await wording.change_view(state.diff),
+        comparison=await wording.change_view(state.comparison),
+        revisions=range(1, int(task.get("current_revision") or 0) + 1),
         summary_revision=wording.summary_revision(task.get("current_revision") is not None),
         console_url=console_url,
         notes=notes,
@@ -267,12 +269,20 @@ async def _error_page(error: SignoffError) -> HTMLResponse:
 )
 async def show_link(token: str, request: Request, context: Context) -> Response:
     try:
-        state = await resume_links.view_link(context, token)
+        state = await resume_links.view_link(context, token, _compare(request))
     except SignoffError as error:
         return problem_response(error) if _wants_json(request) else await _error_page(error)
     if _wants_json(request):
         return _link_json(state)
     return await _page(state, console_url=await _console_url(request, state))
+
+
+def _compare(request: Request) -> tuple[int, int] | None:
+    """The two revisions the page's compare control chose (``None``: none, or not numbers)."""
+    raw = [request.query_params.get(name) or "" for name in ("compare_from", "compare_to")]
+    if all(value.isdigit() and len(value) < 10 for value in raw):
+        return int(raw[0]), int(raw[1])
+    return None
 
 
 async def _console_url(request: Request, state: LinkState) -> str | None:
