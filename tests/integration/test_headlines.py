@@ -243,3 +243,33 @@ async def _in_database(
         await scenario(ServiceContext(database=database, settings=settings, clock=SystemClock()))
     finally:
         await database.dispose()
+
+
+def test_an_escalation_policy_gives_its_headline_to_tasks_that_declare_none(
+    server: LiveServer, producer: Client
+) -> None:
+    policy = {
+        "name": "payments",
+        "levels": [{"after_seconds": 3600, "action": "expire"}],
+        "headline": copy.deepcopy(HEADLINE),
+    }
+    with server.admin() as admin:
+        bad = copy.deepcopy(policy) | {"name": "broken", "headline": {"title": "Pay {amount}"}}
+        refused = admin.post("/escalation-policies", json=bad)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["errors"][0]["field"] == "headline.title"
+        made = admin.post("/escalation-policies", json=policy)
+        assert made.status_code == 201, made.text
+        assert admin.get("/escalation-policies/payments").json()["headline"] == HEADLINE
+    body = escalation(subject=copy.deepcopy(PAYMENT), policy="payments")
+    created = producer.escalate(body)
+    assert created.status_code == 201, created.text
+    assert created.json()["headline"]["title"] == "Release €12,500.00 to ACME Ltd"
+    own = {"title": "Pay {/payee/name}"}
+    mine = producer.escalate(
+        escalation(subject=copy.deepcopy(PAYMENT), policy="payments", headline=own)
+    )
+    assert mine.json()["headline"]["title"] == "Pay ACME Ltd"
+    lacking = producer.escalate(escalation(subject={"note": "no amount"}, policy="payments"))
+    assert lacking.status_code == 422
+    assert lacking.json()["error_code"] == "ERR_HEADLINE_FIELD"

@@ -115,6 +115,9 @@ async def _escalate(
     ):
         # The common escalation (no subject, the default policy, no group to notify):
         # key + task + audit + outbox in one step of the engine's write path.
+        producer_fields = _policy_headline(
+            producer_fields, ctx.settings.default_policy, request, proposal
+        )
         outcome = await _escalate_in_one_step(
             ctx, principal, request, waiting, producer_fields, now
         )
@@ -134,6 +137,7 @@ async def _escalate(
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
         if waiting.timeout is not None:
             policy = with_timeout(policy, waiting.timeout)
+        producer_fields = _policy_headline(producer_fields, policy, request, proposal)
         rule = approval.rule
         if approval.rule_name is not None:
             rule = await votes.rule_named(uow, approval.rule_name)
@@ -202,6 +206,23 @@ def _headline(
     subject = proposal.subject if proposal else None
     document = headline_document(subject, request.diagnostic_bundle)
     return bind(spec, document, 1 if proposal else None)
+
+
+def _policy_headline(
+    fields: ProducerFields,
+    policy: Policy,
+    request: EscalationRequest,
+    proposal: SubjectInput | None,
+) -> ProducerFields:
+    """An escalation that declares no headline takes its policy's, when it has one.
+    Raises ``ERR_HEADLINE_FIELD`` (before any write) when this task lacks its values."""
+    declared = fields.headline is not None and fields.headline.get("template") is not None
+    spec = parse_headline_fields({"headline": policy.headline})
+    if declared or spec is None:
+        return fields
+    subject = proposal.subject if proposal else None
+    document = headline_document(subject, request.diagnostic_bundle)
+    return replace(fields, headline=bind(spec, document, 1 if proposal else None))
 
 
 def _check_rule_fits(rule: ApprovalRule, waiting: WaitingInput) -> None:

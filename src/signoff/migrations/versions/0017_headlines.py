@@ -1,6 +1,7 @@
 """Headlines: what is being approved, in one line (``review_tasks.headline``, see
 :mod:`signoff.domain.headline`); tasks already there get the default headline from their
-entity and reason. On PostgreSQL the group function of escalations that writes the new
+entity and reason. An escalation policy may hold a default headline
+(``escalation_policies.headline``). On PostgreSQL the group function of escalations that writes the new
 column (``signoff_escalate_group_0017``, defined in the ``.sql`` file beside this one;
 the one of 0016 is dropped, and put back on downgrade).
 
@@ -44,6 +45,8 @@ def upgrade() -> None:
     bind = op.get_bind()
     with op.batch_alter_table("review_tasks") as batch_op:
         batch_op.add_column(sa.Column("headline", sa.Text(), nullable=True))
+    with op.batch_alter_table("escalation_policies") as batch_op:
+        batch_op.add_column(sa.Column("headline", sa.Text(), nullable=True))
     _backfill(bind)
     if bind.dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION IF EXISTS {OLD_FUNCTION}")
@@ -54,5 +57,7 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION {NEW_FUNCTION}")
         op.execute((HERE / "0016_approval_votes.sql").read_text(encoding="utf-8"))
+    with op.batch_alter_table("escalation_policies") as batch:
+        batch.drop_column("headline")
     with op.batch_alter_table("review_tasks") as batch:
         batch.drop_column("headline")
