@@ -115,6 +115,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.REVISION_CONFLICT,
         ErrorCode.PRECONDITION_REQUIRED,
         ErrorCode.REVISION_LIMIT,
+        ErrorCode.HEADLINE_FIELD,
     ),
     "GET /tasks/{task_id}/revisions": (ErrorCode.TASK_NOT_FOUND,),
     "GET /tasks/{task_id}/revisions/{revision}": (
