@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,11 +89,29 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty SQLite database migrated once per test process, copied for each test:
+    the migrations' many schema commits each wait for the disk."""
+    path = tmp_path_factory.mktemp("template") / "signoff.db"
+
+    async def migrate() -> None:
+        database = Database(create_engine(Settings(database_url=f"sqlite:///{path}")))
+        await upgrade(database.engine)
+        await database.dispose()
+
+    asyncio.run(migrate())
+    return path
+
+
 @pytest.fixture
 def database_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """An empty, migrated database of the parametrised engine."""
     if engine == "sqlite":
-        return f"sqlite:///{tmp_path / 'signoff.db'}"
+        target = tmp_path / "signoff.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        target.chmod(0o600)
+        return f"sqlite:///{target}"
     url: str = request.getfixturevalue("postgres_database")
     reset_postgres(url)
     return url

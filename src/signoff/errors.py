@@ -196,6 +196,12 @@ class ErrorCode(StrEnum):
         409,
         "The caller already voted at this stage of the task's approval rule: a vote counts once.",
     )
+    STAGE_NOT_OPEN = (
+        "ERR_STAGE_NOT_OPEN",
+        409,
+        "The vote names a stage of the approval rule that is not being voted on now "
+        "(with `stage`, the one that is).",
+    )
     DECIDED_BY_VOTES = (
         "ERR_DECIDED_BY_VOTES",
         409,
@@ -257,6 +263,11 @@ class ErrorCode(StrEnum):
         "ERR_UNKNOWN_APPROVAL_RULE",
         422,
         "The escalation names no known approval rule.",
+    )
+    UNMEETABLE_APPROVAL_RULE = (
+        "ERR_UNMEETABLE_APPROVAL_RULE",
+        422,
+        "The approval rule needs more people than its groups (or the reviewers) have.",
     )
     UNKNOWN_GROUP = (
         "ERR_UNKNOWN_GROUP",

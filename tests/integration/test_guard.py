@@ -103,15 +103,20 @@ def test_other_arguments_are_another_call_that_needs_its_own_approval(
 ) -> None:
     ran: list[int] = []
 
-    @requires_approval(agent, timeout=60)
     def refund(amount_eur: int) -> None:
         ran.append(amount_eur)
 
+    # The same function behind two guards: one waits for the person, the other gives up
+    # soon (nobody decides the second call, so a long wait would only run to its end).
+    patient = requires_approval(agent, timeout=60)(refund)
+    impatient = requires_approval(agent, timeout=1)(refund)
     _decide_when_waiting(server.new_client("reviewer"), "APPROVED", [])
-    refund(50)
+    patient(50)
     with pytest.raises(DecisionTimeout):  # 5000 was never approved: it never runs
-        refund(5000)
+        impatient(5000)
     assert ran == [50]
+    pending = server.new_client("reviewer").get("/tasks", params={"status": "PENDING_REVIEW"})
+    assert len(pending.json()["items"]) == 1  # the 5000 call, still waiting for a person
 
 
 @pytest.mark.parametrize(

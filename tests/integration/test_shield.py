@@ -20,7 +20,10 @@ import redis
 
 from tests.support import LiveServer, escalation, live_server
 
-REDIS_URL = os.environ.get("SIGNOFF_TEST_REDIS_URL", "redis://127.0.0.1:6379/1")
+# One Redis database per test process (pytest-xdist names its workers gw0, gw1, …): the
+# tests empty it, and two processes must not empty each other's.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("SIGNOFF_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{1 + _WORKER % 15}")
 
 
 @pytest.fixture(autouse=True)
@@ -179,7 +182,7 @@ def redis_proxy() -> Iterator[Proxy]:
 @pytest.mark.parametrize("failure", ["flushed", "stopped"])
 def test_a_storm_survives_redis_failing_midway(make_settings, clock, failure: str) -> None:
     with redis_proxy() as proxy:
-        url = f"redis://127.0.0.1:{proxy.port}/1"
+        url = f"redis://127.0.0.1:{proxy.port}/{REDIS_URL.rpartition('/')[2]}"
         with live_server(make_settings(redis_url=url), clock) as server:
             rng = random.Random(7)
             fresh = [escalation() for _ in range(40)]

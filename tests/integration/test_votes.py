@@ -93,6 +93,7 @@ def test_two_of_three_approves_on_the_second_vote_and_opens_the_gate(
 def test_the_producer_and_a_second_vote_are_refused(server: LiveServer, producer: Client) -> None:
     bot_reviewer = person(server, "bot")  # the producer's principal, with a reviewer key
     alice = person(server, "alice")
+    person(server, "bob")
     task = ask(producer, {"approvals": 2})
     own = cast(bot_reviewer, task)
     assert (own.status_code, own.json()["error_code"]) == (403, "ERR_SELF_APPROVAL")
@@ -110,6 +111,7 @@ def test_a_claim_or_a_resolve_is_refused_on_a_task_decided_by_votes(
     server: LiveServer, producer: Client
 ) -> None:
     alice = person(server, "alice")
+    person(server, "bob")
     task = ask(producer, {"approvals": 2})
     claimed = alice.claim(task["id"])
     assert (claimed.status_code, claimed.json()["error_code"]) == (409, "ERR_DECIDED_BY_VOTES")
@@ -330,6 +332,8 @@ def test_a_bad_rule_is_refused_naming_the_field(
 
 
 def test_named_rules_are_copied_onto_the_task(server: LiveServer, producer: Client) -> None:
+    for who in ("alice", "bob", "carol"):
+        person(server, who)
     with server.admin() as admin:
         made = admin.put("/approval-rules/two-people", json={"approvals": 2})
         assert made.status_code == 201, made.text

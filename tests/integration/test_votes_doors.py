@@ -139,3 +139,23 @@ def test_a_veto_through_the_console_ends_it(deployment: Deployment) -> None:
     link = deployment.resolve_link("alice", "vetoed", "APPROVED", None, form=True)
     assert link.status == 200  # the link shows the recorded outcome; nothing changes
     assert state(deployment, "vetoed")["decision"] == "REJECTED"
+
+
+def test_the_console_says_a_rejection_from_outside_the_groups_is_no_veto(
+    deployment: Deployment,
+) -> None:
+    ask(deployment, "outside", {"approvals": 2, "groups": {OTHER_GROUP: 1}})
+    page = deployment.console["alice"].get(f"/console/tasks/{deployment.task_id('outside')}")
+    assert "does not end the vote: at this stage only auditors can" in page.text
+    assert 'name="stage" value="1"' in page.text
+    assert (
+        "does not end the vote"
+        not in deployment.console["sam"].get(f"/console/tasks/{deployment.task_id('outside')}").text
+    )
+    outside = vote_console(deployment, "alice", "outside", "REJECTED")
+    assert outside.status == 200, outside
+    assert any("recorded as a vote against but does not end" in t for t in outside.body)
+    assert state(deployment, "outside")["status"] == "PENDING_REVIEW"
+    veto = vote_console(deployment, "sam", "outside", "REJECTED")
+    assert any("ends the vote" in text for text in veto.body), veto.body
+    assert state(deployment, "outside")["decision"] == "REJECTED"

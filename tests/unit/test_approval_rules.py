@@ -12,8 +12,8 @@ from signoff.domain.approval_rules import (
     parse_rule,
     progress,
     rule_from_json,
-    vote_refusal,
 )
+from signoff.domain.ballots import vote_refusal
 from signoff.domain.states import Decision
 from signoff.errors import ErrorCode, Unprocessable
 

@@ -37,6 +37,8 @@ from signoff.client import (
     TaskConflict,
     ValidationFailed,
     WebhookVerificationFailed,
+    _execute_ops,
+    _wait_ops,
     digest,
     escalation_ids,
     precheck_hash,
@@ -221,7 +223,7 @@ def test_ids_are_one_path_segment_each_whatever_they_contain() -> None:
         with pytest.raises(NotFound):
             c.get_task(task_id)
     assert seen == [b"/tasks/%2E%2E%2Fwebhook-endpoints", b"/tasks/%2E%2E", b"/tasks/a%2Fb%3Fc%23d"]
-    report = ops.finish_action(
+    report = _execute_ops.finish_action(
         "t", "../../x", succeeded=True, operation_id="op", result=None, token=None
     )
     call = next(report)
@@ -312,7 +314,7 @@ def test_wait_for_decision_long_polls_after_the_version_it_has_seen() -> None:
 def test_wait_for_decision_polls_gently_when_the_server_does_not_hold_requests() -> None:
     # Driven step by step (the SDK's operations are generators): no clock, no sleep.
     now = [0.0]
-    op = ops.wait_for_decision("t", timeout=30, poll_interval=2.0, clock=lambda: now[0])
+    op = _wait_ops.wait_for_decision("t", timeout=30, poll_interval=2.0, clock=lambda: now[0])
     assert isinstance(next(op), ops.Call)  # the first read
     held = op.send(httpx.Response(200, json=task_json(version=1)))
     assert isinstance(held, ops.Call)
@@ -664,7 +666,7 @@ def test_wait_for_decision_reconnects_through_a_restart_until_its_own_timeout() 
     # A dropped connection and a restarting server (503) do not end the wait: it pauses
     # with backoff and asks again, the same long-poll, until the decision comes.
     now = [0.0]
-    op = ops.wait_for_decision("t", timeout=600, clock=lambda: now[0])
+    op = _wait_ops.wait_for_decision("t", timeout=600, clock=lambda: now[0])
     assert isinstance(next(op), ops.Call)
     held = op.send(httpx.Response(200, json=task_json(version=3, status="CLAIMED")))
     assert isinstance(held, ops.Call)
@@ -677,7 +679,7 @@ def test_wait_for_decision_reconnects_through_a_restart_until_its_own_timeout() 
         now[0] += 1.0
         pause = op.throw(error)
         assert isinstance(pause, ops.Pause)
-        assert 0 < pause.seconds <= ops.MAX_RECONNECT_PAUSE
+        assert 0 < pause.seconds <= _wait_ops.MAX_RECONNECT_PAUSE
         pauses.append(pause.seconds)
         again = op.send(None)
         assert isinstance(again, ops.Call)
@@ -691,7 +693,7 @@ def test_wait_for_decision_reconnects_through_a_restart_until_its_own_timeout() 
 
 def test_wait_for_decision_on_a_lost_server_times_out_only_at_its_timeout() -> None:
     now = [0.0]
-    op = ops.wait_for_decision("t", timeout=10, clock=lambda: now[0])
+    op = _wait_ops.wait_for_decision("t", timeout=10, clock=lambda: now[0])
     next(op)
     op.send(httpx.Response(200, json=task_json(version=1)))
     now[0] = 9.0
@@ -707,14 +709,14 @@ def test_wait_for_decision_on_a_lost_server_times_out_only_at_its_timeout() -> N
 
 
 def test_wait_for_decision_cannot_start_without_the_server() -> None:
-    op = ops.wait_for_decision("t", timeout=0, clock=lambda: 0.0)
+    op = _wait_ops.wait_for_decision("t", timeout=0, clock=lambda: 0.0)
     next(op)
     with pytest.raises(ConnectionFailed):  # no task was ever seen: nothing to time out on
         op.throw(ConnectionFailed("refused"))
 
 
 def test_wait_for_decision_raises_a_refusal_at_once() -> None:
-    op = ops.wait_for_decision("t", timeout=600, clock=lambda: 0.0)
+    op = _wait_ops.wait_for_decision("t", timeout=600, clock=lambda: 0.0)
     next(op)
     with pytest.raises(NotFound):
         op.throw(NotFound("gone", status=404, error_code="ERR_TASK_NOT_FOUND", problem={}))
@@ -722,6 +724,6 @@ def test_wait_for_decision_raises_a_refusal_at_once() -> None:
 
 def test_reconnect_pauses_grow_and_stay_below_their_cap() -> None:
     for attempt in range(1, 40):
-        pause = ops.reconnect_pause(attempt)
-        assert 0 < pause <= min(ops.MAX_RECONNECT_PAUSE, 0.25 * 2**attempt)
-    assert max(ops.reconnect_pause(30) for _ in range(200)) > 1.0
+        pause = _wait_ops.reconnect_pause(attempt)
+        assert 0 < pause <= min(_wait_ops.MAX_RECONNECT_PAUSE, 0.25 * 2**attempt)
+    assert max(_wait_ops.reconnect_pause(30) for _ in range(200)) > 1.0

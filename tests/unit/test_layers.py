@@ -1,5 +1,5 @@
-"""The package keeps its layers: the import-linter contracts in pyproject.toml hold, and
-each of them catches the import it forbids."""
+"""Each import-linter contract of pyproject.toml catches the import it forbids (that the
+package keeps them is checked by ``lint-imports``, a step of scripts/test of its own)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "signoff"
 
 #: One import each contract forbids, in the order of the contracts: (module that imports,
-#: what it imports).
+#: what it imports). The last closes a cycle through an import made only for type hints:
+#: the runtime's database builds the write path, which ends in the audit trail.
 VIOLATIONS = (
     ("services/keys.py", "signoff.api"),
     ("workers/outage.py", "signoff.store.tasks"),
     ("client/_webhooks.py", "signoff.domain"),
     ("domain/clock.py", "sqlalchemy"),
-    ("services/notifications.py", "signoff.services.revisions"),
+    ("store/trail.py", "signoff.store.runtime"),
 )
+#: Imports written under ``if TYPE_CHECKING:``.
+TYPE_HINTS_ONLY = {"signoff.store.runtime"}
 
 CONTRACTS = [
     contract["name"]
@@ -54,22 +57,17 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_the_package_keeps_every_contract() -> None:
-    result = lint_imports(ROOT / "src")
-    assert result.returncode == 0, result.stdout + result.stderr
-    report = words(result.stdout)
-    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in report
-    for contract in CONTRACTS:
-        assert f"{contract} KEPT" in report
-
-
 def test_each_contract_catches_what_it_forbids(tmp_path: Path) -> None:
     assert len(VIOLATIONS) == len(CONTRACTS)
     copy = tmp_path / "signoff"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
     for module, imported in VIOLATIONS:
         with (copy / module).open("a") as source:
-            source.write(f"\nimport {imported}  # noqa\n")
+            if imported in TYPE_HINTS_ONLY:
+                source.write("\nfrom typing import TYPE_CHECKING\n")
+                source.write(f"if TYPE_CHECKING:\n    import {imported}\n")
+            else:
+                source.write(f"\nimport {imported}  # noqa\n")
     result = lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     report = words(result.stdout)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
+from signoff.domain.approval_rules import MAX_STAGES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
 from signoff.domain.states import Decision, Role
 
@@ -50,11 +51,12 @@ class DecisionRequest(_Strict):
     operator_id: str | None = Field(
         default=None, description="Must equal the caller's principal id."
     )
-    revision: int | None = Field(
+    revision: StrictInt | None = Field(
         default=None,
         ge=1,
         le=MAX_REVISION,
-        description="Required on a task with a subject: the revision reviewed.",
+        description="Required on a task with a subject: the revision reviewed (a JSON "
+        'integer: `"1"`, `1.0` and `true` are refused).',
     )
     digest: str | None = Field(
         default=None,
@@ -71,6 +73,28 @@ class ResolveRequest(DecisionRequest):
 
 class VoteRequest(DecisionRequest):
     """A vote on a task with an approval rule (no lease), under the same decision rules."""
+
+    stage: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_STAGES,
+        description="The stage the vote is meant for (from 1, as `approval_progress.stage`): "
+        "required to vote at a later stage after voting at an earlier one; a vote naming "
+        "another stage than the one being voted on is 409 `ERR_STAGE_NOT_OPEN`.",
+    )
+
+
+class VoteOut(BaseModel):
+    """What a vote did, in the answer to it."""
+
+    recorded: bool = Field(description="False for a retry of one's identical vote.")
+    counted: bool = Field(
+        description="Whether it counts: an approval filling a place, a veto, or a vote "
+        "against under a rule without a veto."
+    )
+    reason: Literal["counted", "no_place", "against", "veto", "not_a_veto", "retry"]
+    stage: int = Field(description="The stage it is at (from 1).")
+    text: str
 
 
 class CreateApiKeyRequest(_Strict):
@@ -201,6 +225,12 @@ class TaskOut(BaseModel):
 
 class EscalationCreated(TaskOut):
     task_id: str
+
+
+class VotedTaskOut(TaskOut):
+    """The task after a vote, with what the vote did."""
+
+    vote: VoteOut
 
 
 class LeaseGranted(TaskOut):
@@ -361,7 +391,7 @@ class ReviseSubjectRequest(_Strict):
 
 
 class ExecuteRequest(_Strict):
-    revision: int = Field(ge=1, le=MAX_REVISION)
+    revision: StrictInt = Field(ge=1, le=MAX_REVISION)
     digest: str = Field(pattern="^[a-f0-9]{64}$")
     operation_id: str = Field(min_length=1, max_length=255)
 

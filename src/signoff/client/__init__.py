@@ -79,6 +79,7 @@ from signoff.client._models import (
     Task,
     TaskPage,
     TaskStatus,
+    VoteReceipt,
     WebhookEndpoint,
     WebhookEvent,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "TaskStatus",
     "Unauthorized",
     "ValidationFailed",
+    "VoteReceipt",
     "WebhookEndpoint",
     "WebhookEvent",
     "WebhookVerificationFailed",

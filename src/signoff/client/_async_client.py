@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client import _wait_ops
 from signoff.client._catchup import EventsSince, events_since
 from signoff.client._client import (
     DEFAULT_BACKOFF,
@@ -150,7 +151,7 @@ class AsyncSignoff:
     ) -> Task:
         """See :meth:`Signoff.wait_for_decision`."""
         return await self._runner.run(
-            ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
+            _wait_ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
         )
 
     async def revise(
@@ -282,11 +283,21 @@ class AsyncSignoff:
         notes: str | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        stage: int | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
-        once). Pass the :class:`Task` you reviewed to vote on the revision it shows."""
+        once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
+        the ``stage`` (from 1) to vote at a later stage after voting at an earlier one.
+        The answer's ``vote`` says whether the vote was recorded and counted."""
         return await self._runner.run(
-            ops.vote(task, decision=decision, notes=notes, revision=revision, digest=digest)
+            ops.vote(
+                task,
+                decision=decision,
+                notes=notes,
+                revision=revision,
+                digest=digest,
+                stage=stage,
+            )
         )
 
     async def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:

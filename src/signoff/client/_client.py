@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from signoff.client import _ops as ops
+from signoff.client import _wait_ops
 from signoff.client._catchup import EventsSince, events_since
 from signoff.client._execution import ExecutionRun
 from signoff.client._models import (
@@ -170,7 +171,9 @@ class Signoff:
         """Block until the task is decided (``status`` RESOLVED, ``decision`` set) or can no
         longer be (EXPIRED, CANCELLED), long-polling the server. With ``revision``, only a
         decision about that revision counts. Raises :class:`DecisionTimeout`."""
-        return self._runner.run(ops.wait_for_decision(task_id, timeout=timeout, revision=revision))
+        return self._runner.run(
+            _wait_ops.wait_for_decision(task_id, timeout=timeout, revision=revision)
+        )
 
     def revise(
         self,
@@ -310,11 +313,21 @@ class Signoff:
         notes: str | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        stage: int | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
-        once). Pass the :class:`Task` you reviewed to vote on the revision it shows."""
+        once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
+        the ``stage`` (from 1) to vote at a later stage after voting at an earlier one.
+        The answer's ``vote`` says whether the vote was recorded and counted."""
         return self._runner.run(
-            ops.vote(task, decision=decision, notes=notes, revision=revision, digest=digest)
+            ops.vote(
+                task,
+                decision=decision,
+                notes=notes,
+                revision=revision,
+                digest=digest,
+                stage=stage,
+            )
         )
 
     def events_since(self, cursor: str | None, *, page_size: int = 100) -> EventsSince:

@@ -381,6 +381,8 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_NOT_DECIDED_BY_VOTES",
         "ERR_APPROVAL_RULE_NOT_FOUND",
         "ERR_UNKNOWN_APPROVAL_RULE",
+        "ERR_UNMEETABLE_APPROVAL_RULE",
+        "ERR_STAGE_NOT_OPEN",
         "ERR_INTERNAL",
         "ERR_HTTP",
     }

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from signoff.client import _ops as ops
+from signoff.client import _execute_ops as ops
 from signoff.client._errors import ApiError, ConnectionFailed, SignoffError
 from signoff.client._models import Execution, Task
+from signoff.client._ops import Op
 
 if TYPE_CHECKING:
     from signoff.client._transport import AsyncRunner, SyncRunner
@@ -89,7 +90,7 @@ class _RunState:
     def _unreported(self) -> list[str]:
         return [a for a in self.pending if a not in self._reported]
 
-    def _finish_op(self, action_id: str, *, succeeded: bool, result: Any) -> ops.Op[Execution]:
+    def _finish_op(self, action_id: str, *, succeeded: bool, result: Any) -> Op[Execution]:
         self._reported.add(action_id)
         return ops.finish_action(
             self.task_id,

@@ -81,6 +81,19 @@ class Headline(_Model):
     revision: int | None = None
 
 
+class VoteReceipt(_Model):
+    """What a vote did, in the answer to it: ``recorded`` (false for a retry of one's
+    identical vote), ``counted`` (an approval filling a place, a veto, or a vote against
+    under a rule without a veto) and ``reason`` (``counted``, ``no_place``, ``against``,
+    ``veto``, ``not_a_veto``, ``retry``); ``stage`` counts from 1."""
+
+    recorded: bool
+    counted: bool
+    reason: str
+    stage: int
+    text: str = ""
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -134,6 +147,9 @@ class Task(_Model):
     approval_progress: dict[str, Any] | None = Field(
         default=None,
         description="Only on a task decided by votes: where its rule stands (`text` says it).",
+    )
+    vote: VoteReceipt | None = Field(
+        default=None, description="Only in the answer to a vote: what the vote did."
     )
 
     @property

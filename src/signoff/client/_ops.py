@@ -9,24 +9,17 @@ blocking ``httpx.Client``, :class:`signoff.client.AsyncSignoff` with an
 
 from __future__ import annotations
 
-import math
-import random
-import time
 import urllib.parse
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import partial
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import httpx
 
 from signoff.client._digests import _plain, digest, escalation_ids, precheck_hash
 from signoff.client._errors import (
-    AlreadyExecuting,
     ApiError,
-    ConnectionFailed,
-    DecisionTimeout,
     IdempotencyKeyReused,
     InvalidArgument,
     NotFound,
@@ -36,7 +29,6 @@ from signoff.client._models import (
     AuditEvent,
     Decision,
     Diff,
-    Execution,
     Revision,
     Task,
     TaskPage,
@@ -137,107 +129,6 @@ def diff(task_id: str | Task, start: int, end: int) -> Op[Diff]:
     params = {"from": int(start), "to": int(end)}
     response = yield _call("GET", f"/tasks/{_id(task_id)}/diff", params=params, retry=True)
     return Diff.model_validate(response.json())
-
-
-def _settled(task: Task, revision: int | None) -> bool:
-    if task.status not in SETTLED_STATUSES:
-        return False
-    return revision is None or task.status != "RESOLVED" or task.current_revision == revision
-
-
-#: Answers that mean "the server is restarting or overloaded": a wait tries again.
-TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-#: The longest pause between two reconnection attempts of a wait.
-MAX_RECONNECT_PAUSE = 5.0
-
-
-def reconnect_pause(attempt: int) -> float:
-    """Full-jitter exponential backoff: 0.25 s, 0.5 s, 1 s … up to 5 s, each drawn at random
-    below its cap, so the waiters of a restarted server do not all come back at once."""
-    cap: float = min(MAX_RECONNECT_PAUSE, 0.25 * 2.0 ** min(attempt, 10))
-    return cap * (0.2 + 0.8 * random.random())  # noqa: S311 - spreading load, not a secret
-
-
-def _transient(error: Exception) -> bool:
-    if isinstance(error, ConnectionFailed):
-        return True
-    return isinstance(error, ApiError) and error.status in TRANSIENT_STATUSES
-
-
-def _reconnecting(
-    make: Callable[[], Op[T]], *, deadline: float, clock: Callable[[], float]
-) -> Op[T]:
-    """Run ``make()``; after a lost connection or a restarting server, run it again with
-    backoff and jitter until ``deadline``. Any other refusal is raised at once."""
-    attempt = 0
-    while True:
-        try:
-            return (yield from make())
-        except (ConnectionFailed, ApiError) as error:
-            remaining = deadline - clock()
-            if not _transient(error) or remaining <= 0:
-                raise
-            attempt += 1
-            yield Pause(min(remaining, reconnect_pause(attempt)))
-
-
-def wait_for_decision(
-    task_id: str | Task,
-    *,
-    timeout: float,
-    revision: int | None = None,
-    poll_interval: float = 2.0,
-    clock: Callable[[], float] = time.monotonic,
-) -> Op[Task]:
-    """Long-poll until the task is decided (or expired, or cancelled).
-
-    With ``revision``, a decision about another revision does not count (the subject
-    changed since): keep waiting for the decision about this one. A server restart, a
-    dropped connection or a 5xx/429 answer does not end the wait: it reconnects with
-    backoff and jitter until ``timeout`` has passed.
-    """
-    deadline = clock() + timeout
-    task = yield from _reconnecting(lambda: get_task(task_id), deadline=deadline, clock=clock)
-    while not _settled(task, revision):
-        if deadline - clock() <= 0:
-            raise DecisionTimeout(
-                f"no decision on task {task.id} within {timeout} s (status {task.status})",
-                task=task,
-            )
-        started = clock()
-        try:
-            fresh = yield from _reconnecting(
-                partial(_long_poll, task, deadline, clock), deadline=deadline, clock=clock
-            )
-        except (ConnectionFailed, ApiError) as error:
-            if not _transient(error):
-                raise
-            # Out of time while the server could not be reached: a timeout like any other,
-            # with the last state seen (the next wait reconnects again).
-            raise DecisionTimeout(
-                f"no decision on task {task.id} within {timeout} s (status {task.status}; "
-                f"the server could not be reached at the end: {error.message})",
-                task=task,
-            ) from error
-        if fresh.version == task.version and clock() - started < 0.5:
-            # The server answered at once with nothing new: it does not hold requests
-            # (an older Signoff), or it is shutting down. Poll gently instead of spinning.
-            yield Pause(min(poll_interval, max(0.0, deadline - clock())))
-        task = fresh
-    return task
-
-
-def _long_poll(task: Task, deadline: float, clock: Callable[[], float]) -> Op[Task]:
-    """One long-poll, held by the server at most until ``deadline``."""
-    wait = max(1, min(MAX_WAIT_SECONDS, math.ceil(deadline - clock())))
-    response = yield _call(
-        "GET",
-        f"/tasks/{_id(task)}",
-        params={"wait": wait, "after_version": task.version},
-        retry=True,
-        hold=wait,
-    )
-    return task if response.status_code == 304 else _task(response)
 
 
 # --- producing ----------------------------------------------------------------------------
@@ -509,136 +400,21 @@ def vote(
     notes: str | None,
     revision: int | None,
     digest: str | None,
+    stage: int | None = None,
 ) -> Op[Task]:
     """Vote on a task with an approval rule (no lease). Given a :class:`Task`, the revision
-    and digest it shows are the ones voted on; the identical vote repeated is idempotent."""
+    and digest it shows are the ones voted on; the identical vote repeated is idempotent
+    (a retry never becomes a second vote). ``stage`` (from 1) names the stage the vote is
+    meant for: needed to vote at a later stage after voting at an earlier one. The
+    answer's ``vote`` says whether the vote was recorded and counted."""
     if isinstance(task_id, Task) and task_id.current_revision is not None:
         revision = revision if revision is not None else task_id.current_revision
         digest = digest if digest is not None else task_id.digest
     body: dict[str, Any] = {"decision": decision}
-    optional = {"notes": notes, "revision": revision, "digest": digest}
+    optional = {"notes": notes, "revision": revision, "digest": digest, "stage": stage}
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call("POST", f"/tasks/{_id(task_id)}/votes", json=body, retry=True)
     return _task(response)
-
-
-# --- executing ----------------------------------------------------------------------------
-
-
-def _seconds_until(moment: str | None, clock_now: datetime) -> float | None:
-    if not moment:
-        return None
-    try:
-        when = datetime.fromisoformat(moment.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when - clock_now).total_seconds()
-
-
-def _revision_of(task: Task, local_digest: str) -> Op[int | None]:
-    """The revision to name at the gate for a subject of ``local_digest``: the current or
-    the approved one when it is theirs, else the latest earlier revision with that digest
-    (so the gate can say its approval was invalidated), else the current one."""
-    if task.digest == local_digest or task.current_revision is None:
-        return task.current_revision
-    if task.approved_digest == local_digest:
-        return task.approved_revision
-    response = yield _call("GET", f"/tasks/{_id(task)}/revisions", retry=True)
-    earlier = [
-        int(item["revision"])
-        for item in response.json().get("items", [])
-        if item.get("digest") == local_digest
-    ]
-    return max(earlier, default=task.current_revision)
-
-
-#: With ``wait_for_lease=None``: how long after the other executor's lease lapses (as
-#: the server reports it, renewals included) the wait ends.
-LAPSE_MARGIN_SECONDS = 5.0
-
-
-def execute(
-    task_id: str | Task,
-    *,
-    subject: Mapping[str, Any],
-    operation_id: str,
-    wait_for_lease: float | None,
-    clock: Callable[[], float] = time.monotonic,
-) -> Op[tuple[Execution, Task, str]]:
-    """Pass the execution gate for ``subject`` as it is now (its digest computed here).
-
-    When another executor holds the execution lease, wait for its outcome: a long-poll on
-    the task wakes on its next change (the other executor completed, failed or renewed)
-    and the gate is asked again; a lease that lapses (say, its executor crashed) is taken
-    over. ``wait_for_lease`` caps the wait in seconds; ``None`` waits as long as the other
-    lease lives (following its renewals) and a little more. A retry of this very
-    ``operation_id`` is never refused for its own lease: it takes the lease over.
-    """
-    local_digest = digest(subject)
-    task = yield from get_task(task_id)
-    revision = yield from _revision_of(task, local_digest)
-    body = {"revision": revision or 1, "digest": local_digest, "operation_id": operation_id}
-    deadline = None if wait_for_lease is None else clock() + wait_for_lease
-    seen = task
-    while True:
-        try:
-            response = yield _call("POST", f"/tasks/{_id(task)}/execute", json=body, retry=True)
-            return Execution.model_validate(response.json()), task, local_digest
-        except AlreadyExecuting as busy:
-            lapse = _seconds_until(busy.lease_expires_at, datetime.now(UTC))
-            if lapse is None:
-                raise  # no lease to wait out: another operation completed the execution
-            # Never shorter than the lease it waits for (renewals move it on).
-            remaining = lapse + LAPSE_MARGIN_SECONDS if deadline is None else deadline - clock()
-            if remaining <= 0:
-                raise
-            # Wake on the task's next change after the read that preceded this refusal,
-            # so an outcome recorded in between is not missed; else at the lapse.
-            wait = min(float(MAX_WAIT_SECONDS), max(0.05, min(lapse + 0.05, remaining)))
-            started = clock()
-            polled = yield _call(
-                "GET",
-                f"/tasks/{_id(task)}",
-                params={"wait": round(wait, 3), "after_version": seen.version},
-                retry=True,
-                hold=wait,
-            )
-            fresh = seen if polled.status_code == 304 else _task(polled)
-            if fresh.version == seen.version and clock() - started < wait / 2:
-                yield Pause(wait)  # a server that does not hold requests
-            seen = fresh
-
-
-def renew_execution(task_id: str, token: str) -> Op[Execution]:
-    response = yield _call(
-        "POST",
-        f"/tasks/{_id(task_id)}/execution/renew",
-        headers={"X-Execution-Token": token},
-        has_body=False,
-        retry=True,
-    )
-    return Execution.model_validate(response.json())
-
-
-def finish_action(
-    task_id: str,
-    action_id: str,
-    *,
-    succeeded: bool,
-    operation_id: str,
-    result: Any,
-    token: str | None,
-) -> Op[Execution]:
-    headers = {"X-Execution-Token": token} if token else None
-    response = yield _call(
-        "POST",
-        f"/tasks/{_id(task_id)}/actions/{segment(action_id, 'action_id')}/"
-        + ("complete" if succeeded else "fail"),
-        json={"operation_id": operation_id, "result": _plain(result)},
-        headers=headers,
-        retry=True,  # idempotent by operation_id
-    )
-    return Execution.model_validate(response.json())
 
 
 # --- webhook endpoints --------------------------------------------------------------------

@@ -13,6 +13,7 @@ from signoff.console.headline_words import vote_tail
 from signoff.console.shared import Notice, read_form, service_context
 from signoff.domain.approval_rules import (
     ApprovalRule,
+    Progress,
     Vote,
     progress,
     rule_from_json,
@@ -70,6 +71,19 @@ def deciding_votes(
     return decides
 
 
+def veto_note(rule: ApprovalRule, standing: Progress, principal: Principal) -> str | None:
+    """Said beside the vote form to someone whose rejection would not end the vote: only
+    the people a stage names (a member of one of its groups) may veto it."""
+    stage = rule.stages[standing.stage]
+    if not rule.veto or stage.may_veto(principal.groups):
+        return None
+    groups = " or ".join(stage.group_names)
+    return (
+        f"A rejection or revision request from you is recorded and shown as a vote against, "
+        f"but does not end the vote: at this stage only {groups} can."
+    )
+
+
 def voting_values(request: Request, task: Task, principal: Principal) -> dict[str, Any] | None:
     """What the task page shows of a task's approval rule (``None``: it has none)."""
     if task.approval_rule is None:
@@ -77,6 +91,7 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
     rule = rule_from_json(task.approval_rule)
     votes = votes_from_json(task.votes)
     why_not: str | None = None
+    standing = progress(rule, votes)
     if task.status is not TaskStatus.PENDING_REVIEW:
         why_not = None
     elif principal.role not in REVIEWERS:
@@ -85,13 +100,19 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
         # What a vote by this person would be told, before they type anything: the
         # decision rules (the producer's principal) and the approval rule.
         refusal = ballot_refusal(
-            task, principal, Decision.APPROVED, task.current_revision, task.digest
+            task,
+            principal,
+            Decision.APPROVED,
+            task.current_revision,
+            task.digest,
+            standing.stage + 1,
         )
         if refusal is not None:
             why_not = wording.refusal_text(refusal)
     return {
         "tails": deciding_votes(rule, votes, principal, task),
-        "progress": progress(rule, votes),
+        "progress": standing,
+        "veto_note": veto_note(rule, standing, principal),
         "rule_text": rule_text(rule),
         "votes": votes,
         "verbs": {v.decision: rule_for(v.decision).verb for v in votes},
@@ -107,9 +128,10 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
     notes = str(form.get("notes") or "")
     request.state.vote_notes = notes
     revision_raw = str(form.get("revision") or "")
+    stage_raw = str(form.get("stage") or "")
     try:
         decision = parse_decision(form.get("decision"))
-        task = await vote_service.vote(
+        ballot = await vote_service.vote(
             service_context(request),
             principal,
             task_id,
@@ -118,9 +140,19 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
             revision=int(revision_raw) if revision_raw.isdigit() else None,
             digest=str(form.get("digest") or "") or None,
             door="console",
+            stage=_stage_number(stage_raw),
         )
     except SignoffError as error:
         return [Notice(wording.refusal_text(error), "error", error)]
     request.state.vote_notes = ""
+    task = ballot.task
     standing = progress(rule_from_json(task.approval_rule or {}), votes_from_json(task.votes))
-    return [Notice(f"Your vote to {rule_for(decision).verb} is recorded. {standing.text()}.", "ok")]
+    tone = "ok" if ballot.receipt.counted or not ballot.receipt.recorded else "warn"
+    return [Notice(f"{ballot.receipt.text()} {standing.text()}.", tone)]
+
+
+def _stage_number(raw: str) -> int | None:
+    """The form's stage (the one the page showed): ASCII digits only, else none named."""
+    if raw.isascii() and raw.isdigit() and len(raw) <= 2:
+        return int(raw)
+    return None

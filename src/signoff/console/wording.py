@@ -15,11 +15,17 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from signoff.console.views import duration_text, is_container, scalar_text
+from signoff.console.labels import When as When
+from signoff.console.labels import _humane
+from signoff.console.labels import field_label as field_label
+from signoff.console.labels import field_labels as field_labels
+from signoff.console.labels import when as when
+from signoff.console.labels import when_text as when_text
+from signoff.console.views import is_container, scalar_text
 from signoff.domain.decisions import rule_for
 from signoff.domain.revisions import (
     LINE_DIFF_MAX_CHARS,
@@ -29,80 +35,6 @@ from signoff.domain.revisions import (
 )
 from signoff.domain.states import Decision
 from signoff.errors import ErrorCode, SignoffError
-
-# Times ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class When:
-    """A moment as a person reads it, with its machine form for ``<time datetime>``."""
-
-    iso: str
-    text: str
-    """``3 Dec 2026, 14:05 UTC``."""
-    ago: str | None
-    """``5 min ago`` (``None`` when no "now" was given, or for a moment ahead)."""
-
-
-def _moment(value: datetime | str) -> datetime:
-    moment = (
-        datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
-    )
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def when(value: datetime | str | None, now: datetime | str | None = None) -> When | None:
-    """``value`` (a datetime or an RFC 3339 string) in words, to the minute, in UTC."""
-    if value is None:
-        return None
-    moment = _moment(value)
-    text = f"{moment.day} {moment:%b %Y, %H:%M} UTC"
-    ago = None
-    if now is not None:
-        seconds = (_moment(now) - moment).total_seconds()
-        if seconds >= 0:
-            ago = "just now" if seconds < 60 else f"{duration_text(seconds)} ago"
-    return When(moment.strftime("%Y-%m-%dT%H:%M:%SZ"), text, ago)
-
-
-def when_text(value: datetime | str | None, now: datetime | str | None = None) -> str:
-    """:func:`when` as plain text (``3 Dec 2026, 14:05 UTC (5 min ago)``), for notices."""
-    moment = when(value, now)
-    if moment is None:
-        return "an unknown time"
-    return f"{moment.text} ({moment.ago})" if moment.ago else moment.text
-
-
-# Field names ---------------------------------------------------------------------------
-
-
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _humane(key: str) -> str:
-    words = key.replace("_", " ").replace("-", " ").strip()
-    return words[:1].upper() + words[1:] if words else "(unnamed)"
-
-
-def field_label(pointer: str) -> str:
-    """A JSON Pointer as a field name: each key with spaces for underscores and a capital
-    first letter, each array index counted from 1, joined by ``›``:
-    ``/actions/0/id`` → ``Actions › 1 › Id``; ``""`` (the whole document) → ``Everything``."""
-    if pointer in ("", "/"):
-        return "Everything"
-    parts = [_unescape(token) for token in pointer.lstrip("/").split("/")]
-    return " › ".join(str(int(p) + 1) if p.isdigit() else _humane(p) for p in parts)
-
-
-def field_labels(pointers: list[str], most: int = 5) -> str:
-    """Several field names for a sentence: ``Title, Body and 3 more``."""
-    if not pointers:
-        return "nothing in the content"
-    names = [field_label(p) for p in pointers[:most]]
-    extra = len(pointers) - len(names)
-    return ", ".join(names) + (f" and {extra} more" if extra else "")
-
 
 # Word diffs ----------------------------------------------------------------------------
 

@@ -26,14 +26,7 @@ from typing import Any
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import Decision
-from signoff.errors import (
-    Conflict,
-    ErrorCode,
-    FieldError,
-    Forbidden,
-    SignoffError,
-    validation_error,
-)
+from signoff.errors import FieldError, validation_error
 
 MAX_APPROVALS = 25
 MAX_STAGES = 5
@@ -65,6 +58,13 @@ class Stage:
     def restricted(self) -> bool:
         """Whether only members of the named groups can help meet this stage."""
         return bool(self.groups) and sum(n for _, n in self.groups) >= self.approvals
+
+    def may_veto(self, groups: Sequence[str]) -> bool:
+        """Whether a person of ``groups`` could approve at this stage in the place of the
+        people it names, and so may end it alone: a member of one of its groups, or
+        anyone when it names none. Others' votes against are recorded and shown, but
+        only as votes against."""
+        return not self.groups or bool(set(groups) & set(self.group_names))
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "approvals": self.approvals, "groups": dict(self.groups)}
@@ -153,6 +153,8 @@ class ApprovalFields:
     rule: ApprovalRule | None
     rule_name: str | None
     requested_by: str | None
+    staged: bool = False
+    """The inline rule was given with ``stages`` (what its fields' names start with)."""
 
 
 def parse_approval_fields(body: Mapping[str, Any]) -> ApprovalFields:
@@ -173,7 +175,8 @@ def parse_approval_fields(body: Mapping[str, Any]) -> ApprovalFields:
         if not RULE_NAME.match(raw):
             raise validation_error([FieldError("approval_rule", "is not a rule name")])
         return ApprovalFields(None, raw, requested_by)
-    return ApprovalFields(parse_rule(raw, "approval_rule"), None, requested_by)
+    staged = isinstance(raw, dict) and "stages" in raw
+    return ApprovalFields(parse_rule(raw, "approval_rule"), None, requested_by, staged)
 
 
 def parse_rule(raw: Any, field: str = "approval_rule", name: str | None = None) -> ApprovalRule:
@@ -324,9 +327,11 @@ class Vote:
         }
 
     def public(self) -> dict[str, Any]:
-        """What the API, events and pages show of a vote (no credential id)."""
+        """What the API, events and pages show of a vote (no credential id). Stages are
+        numbered from 1 wherever they are shown, as in ``approval_progress``."""
         view = self.as_json()
         del view["key_id"]
+        view["stage"] = self.stage + 1
         return view
 
     def same_as(self, decision: Decision, notes: str | None, revision: int | None) -> bool:
@@ -365,7 +370,7 @@ class Progress:
     waiting_on: tuple[str, ...]
     """Groups whose minimum is still short at this stage."""
     against: int
-    """Votes against (rejections and revision requests) at every stage."""
+    """Votes against (rejections and revision requests) at every stage, vetoing or not."""
     outcome: Decision | None
     """``APPROVED`` when every stage is met; the vetoing decision when a veto ended it."""
 
@@ -399,17 +404,17 @@ class Progress:
         }
 
 
-def _filling(stage: Stage, approvers: Sequence[Vote]) -> tuple[int, tuple[str, ...]]:
+def filling(stage: Stage, approvers: Sequence[Sequence[str]]) -> tuple[int, tuple[str, ...]]:
     """How many approvals count at ``stage`` (at most its ``approvals``), and the groups
-    whose minimum is still short. Each approver fills one place of one group they belong
-    to (the best filling: a matching, found by augmenting paths); approvers left over fill
-    the places no group claims."""
+    whose minimum is still short, given each approver's groups. Each approver fills one
+    place of one group they belong to (the best filling: a matching, found by augmenting
+    paths); approvers left over fill the places no group claims."""
     places = [group for group, count in stage.groups for _ in range(count)]
     owner: dict[int, int] = {}  # place -> approver index
 
     def place_for(i: int, seen: set[int]) -> bool:
         for p, group in enumerate(places):
-            if group in approvers[i].groups and p not in seen:
+            if group in approvers[i] and p not in seen:
                 seen.add(p)
                 if p not in owner or place_for(owner[p], seen):
                     owner[p] = i
@@ -427,10 +432,13 @@ def _filling(stage: Stage, approvers: Sequence[Vote]) -> tuple[int, tuple[str, .
 def progress(rule: ApprovalRule, votes: Sequence[Vote]) -> Progress:
     """The rule's standing on ``votes`` (the live ones)."""
     against = [v for v in votes if v.decision is not Decision.APPROVED]
-    vetoed = against[0].decision if rule.veto and against else None
+    vetoes = [v for v in against if rule.stages[v.stage].may_veto(v.groups)]
+    vetoed = vetoes[0].decision if rule.veto and vetoes else None
     for index, stage in enumerate(rule.stages):
-        approvers = [v for v in votes if v.stage == index and v.decision is Decision.APPROVED]
-        counted, short = _filling(stage, approvers)
+        approvers = [
+            v.groups for v in votes if v.stage == index and v.decision is Decision.APPROVED
+        ]
+        counted, short = filling(stage, approvers)
         met = counted >= stage.approvals
         last = index == len(rule.stages) - 1
         if not met or last:
@@ -445,48 +453,3 @@ def progress(rule: ApprovalRule, votes: Sequence[Vote]) -> Progress:
                 outcome=vetoed or (Decision.APPROVED if met else None),
             )
     raise AssertionError("a rule has at least one stage")
-
-
-def vote_refusal(
-    rule: ApprovalRule,
-    votes: Sequence[Vote],
-    *,
-    voter: str,
-    voter_groups: Sequence[str],
-    requested_by: str | None,
-) -> SignoffError | None:
-    """Whether ``voter`` may vote now (the decision rules and the revision are checked
-    before this, as for any decision): not the requester when excluded, not twice at a
-    stage, not again after an earlier stage when excluded, and only from the stage's
-    groups when only they can meet it."""
-    if Exclusion.REQUESTER in rule.exclude and requested_by == voter:
-        return Forbidden(
-            f"{voter} requested this and may not vote on it",
-            error_code=ErrorCode.SELF_APPROVAL,
-        )
-    now = progress(rule, votes)
-    if any(v.voter == voter and v.stage == now.stage for v in votes):
-        return already_voted(voter)
-    if Exclusion.EARLIER_STAGES in rule.exclude and any(
-        v.voter == voter and v.stage < now.stage for v in votes
-    ):
-        return Forbidden(
-            f"{voter} voted at an earlier stage; this stage needs someone else",
-            error_code=ErrorCode.NOT_ELIGIBLE_TO_VOTE,
-        )
-    stage = rule.stages[now.stage]
-    if stage.restricted() and not set(voter_groups) & set(stage.group_names):
-        groups = " or ".join(stage.group_names)
-        return Forbidden(
-            f"this stage ({stage.name}) is decided by {groups}; {voter} is in none of them",
-            error_code=ErrorCode.NOT_ELIGIBLE_TO_VOTE,
-            extra={"groups": list(stage.group_names)},
-        )
-    return None
-
-
-def already_voted(voter: str) -> SignoffError:
-    return Conflict(
-        f"{voter} has already voted on this revision; a person's vote counts once",
-        error_code=ErrorCode.ALREADY_VOTED,
-    )

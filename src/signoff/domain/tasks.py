@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from signoff.domain.approval_rules import progress, rule_from_json, vote_refusal, votes_from_json
+from signoff.domain.approval_rules import progress, rule_from_json, votes_from_json
+from signoff.domain.ballots import vote_refusal
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import DecisionRule, rule_for
 from signoff.domain.digests import canonical_json
@@ -391,17 +392,24 @@ def decision_refusal(
 
 
 def ballot_refusal(
-    task: Task, principal: Principal, decision: Decision, revision: int | None, digest: str | None
+    task: Task,
+    principal: Principal,
+    decision: Decision,
+    revision: int | None,
+    digest: str | None,
+    stage: int | None = None,
 ) -> SignoffError | None:
     """Whether ``principal`` may cast this vote on ``task`` (which has an approval rule)
-    now: the decision rules first (:func:`decision_refusal`), then the approval rule's
-    (:func:`signoff.domain.approval_rules.vote_refusal`). Every door asks this."""
+    now, at ``stage`` when the vote names one: the decision rules first
+    (:func:`decision_refusal`), then the approval rule's
+    (:func:`signoff.domain.ballots.vote_refusal`). Every door asks this."""
     return decision_refusal(task, principal, decision, revision, digest) or vote_refusal(
         rule_from_json(task.approval_rule or {}),
         votes_from_json(task.votes),
         voter=principal.principal_id,
         voter_groups=principal.groups,
         requested_by=task.requested_by,
+        stage=stage,
     )
 
 

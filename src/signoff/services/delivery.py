@@ -22,6 +22,7 @@ from signoff.domain.webhooks import (
 from signoff.metrics import RESOLVE_TO_DELIVERED
 from signoff.services.context import ServiceContext
 from signoff.store import deliveries
+from signoff.store import delivery_retention as retention
 from signoff.store import webhooks as store
 
 if TYPE_CHECKING:
@@ -231,9 +232,9 @@ async def purge_old_deliveries(ctx: ServiceContext) -> Purged:
     settings, now = ctx.settings, ctx.now()
     removed = {}
     for kind, statement, days in (
-        ("delivered", deliveries.PURGE_DELIVERED, settings.delivered_retention_days),
-        ("dead", deliveries.PURGE_DEAD, settings.failed_retention_days),
-        ("events", deliveries.PURGE_EVENTS, settings.delivered_retention_days),
+        ("delivered", retention.PURGE_DELIVERED, settings.delivered_retention_days),
+        ("dead", retention.PURGE_DEAD, settings.failed_retention_days),
+        ("events", retention.PURGE_EVENTS, settings.delivered_retention_days),
     ):
         removed[kind] = 0
         if not days:
@@ -248,7 +249,7 @@ async def _purge_in_batches(
     ctx: ServiceContext, statement: Delete, *, cutoff: datetime, limit: int
 ) -> int:
     async def batch(conn: AsyncConnection) -> int:
-        return await deliveries.purge(conn, statement, cutoff=cutoff, limit=limit)
+        return await retention.purge(conn, statement, cutoff=cutoff, limit=limit)
 
     removed = 0
     for _ in range(RETENTION_BATCHES_PER_SWEEP):

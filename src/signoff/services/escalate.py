@@ -166,6 +166,17 @@ async def _escalate(
         )
         if not fresh:
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
+        if rule is not None:
+            await votes.check_reach(
+                uow,
+                rule,
+                field="approval_rule",
+                # A named rule's fields are named as saved: by stage when it has several.
+                staged=approval.staged if approval.rule else len(rule.stages) > 1,
+                assigned_group=waiting.assigned_group,
+                producer=principal.principal_id,
+                requested_by=approval.requested_by,
+            )
         inserted = await task_store.insert_task(conn, _task_row(task, request.idempotency_key))
         if inserted is None:
             raise _refused(task, await refusing_task(conn, task))

@@ -323,7 +323,7 @@ async def _vote_by_link(
 ) -> LinkState:
     """A vote through the link, by :func:`signoff.services.votes.vote` like every door's."""
     try:
-        voted = await votes.vote(
+        ballot = await votes.vote(
             ctx,
             approver,
             str(task.id),
@@ -335,6 +335,7 @@ async def _vote_by_link(
         )
     except SignoffError as error:
         return await _as_the_link_shows_it(ctx, token, error)
+    voted = ballot.task
     if voted.has_subject:
         async with ctx.database.transaction() as uow:
             await approval_store.record_view(
@@ -349,7 +350,7 @@ async def _vote_by_link(
     return LinkState(
         200,
         "decided",
-        f"Your vote is recorded: {decision.value}. {standing}. Thank you.",
+        f"{ballot.receipt.text()} {standing}. Thank you.",
         "voted",
         task_view(voted, ctx.now()),
         approver.principal_id,

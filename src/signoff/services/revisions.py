@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from signoff.domain.clock import rfc3339
@@ -14,6 +15,7 @@ from signoff.domain.headline import rebind
 from signoff.domain.inbox import search_text
 from signoff.domain.revisions import (
     RevisionEffect,
+    SubjectInput,
     changed_paths,
     is_material_change,
     parse_subject_fields,
@@ -119,26 +121,29 @@ async def revise_subject(
     if "source_revisions" not in body:  # omitted: the sources did not change
         proposal = replace(proposal, source_revisions=list(previous["source_revisions"]))
     sources_changed = previous["source_revisions"] != proposal.source_revisions
-    effect = revision_effect(task, paths, now, sources_changed=sources_changed)
-    step = transition(_ACTION_FOR[effect])
-    # Votes follow the approval: a material change voids them, any other carries them.
-    voided = bool(task.votes) and (
-        effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION)
-        or (
-            effect is RevisionEffect.KEEP_REVIEWING
-            and is_material_change(task, paths, sources_changed)
-        )
-    )
+    effect, voided = _plan(task, paths, now, sources_changed)
     carried_diff = None
     if effect is RevisionEffect.CARRY_FORWARD:  # worked out before the write transaction
-        carried_diff = await diff_off_loop(
-            previous["subject"],
-            proposal.subject,
-            previous["source_revisions"],
-            proposal.source_revisions,
-        )
+        carried_diff = await _diff_of(previous, proposal)
     async with ctx.database.transaction() as uow:
         conn = uow.connection
+        # The row lock orders this revision with votes and decisions: what they changed
+        # (the version, the votes, the status) is read again here, and only a change of
+        # revision makes the If-Match stale.
+        locked = await task_store.lock_task(conn, task.id)
+        assert locked is not None  # tasks are never deleted
+        if locked.current_revision != expected:
+            raise PreconditionFailed(
+                f"revision {expected} is not current (current: {locked.current_revision}); "
+                + PRECONDITION_FAILED_HINT,
+                extra={"current_revision": locked.current_revision},
+            )
+        if locked.version != task.version:
+            task = locked
+            effect, voided = _plan(task, paths, now, sources_changed)
+            if effect is RevisionEffect.CARRY_FORWARD and carried_diff is None:
+                carried_diff = await _diff_of(previous, proposal)
+        step = transition(_ACTION_FOR[effect])
         revision = expected + 1
         if not await store.insert_revision(
             conn,
@@ -229,6 +234,31 @@ async def revise_subject(
             )
         await uow.commit()
     return updated
+
+
+def _plan(
+    task: Task, paths: list[str], now: datetime, sources_changed: bool
+) -> tuple[RevisionEffect, bool]:
+    """The new revision's effect on ``task`` as it stands, and whether it voids the votes
+    (votes follow the approval: a material change voids them, any other carries them)."""
+    effect = revision_effect(task, paths, now, sources_changed=sources_changed)
+    voided = bool(task.votes) and (
+        effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION)
+        or (
+            effect is RevisionEffect.KEEP_REVIEWING
+            and is_material_change(task, paths, sources_changed)
+        )
+    )
+    return effect, voided
+
+
+async def _diff_of(previous: dict[str, Any], proposal: SubjectInput) -> dict[str, Any]:
+    return await diff_off_loop(
+        previous["subject"],
+        proposal.subject,
+        previous["source_revisions"],
+        proposal.source_revisions,
+    )
 
 
 _ACTION_FOR = {

@@ -16,7 +16,7 @@ it names.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,13 +25,14 @@ from signoff.domain.approval_rules import (
     ApprovalRule,
     Progress,
     Vote,
-    already_voted,
     parse_rule,
     progress,
     rule_from_json,
     votes_from_json,
 )
+from signoff.domain.ballots import Receipt, already_voted, receipt, retried, retry_receipt
 from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
     Principal,
@@ -53,11 +54,20 @@ from signoff.errors import (
 from signoff.services import notifications
 from signoff.services.common import parse_task_id, record_transition
 from signoff.services.context import ServiceContext
+from signoff.store import tasks as task_store
 from signoff.store import votes as store
 from signoff.store.runtime.database import UnitOfWork
 
 DOORS = ("api", "console", "link")
 ADMIN = frozenset({Role.ADMIN})
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """The task after a vote, and what the vote did (recorded, counted, why)."""
+
+    task: Task
+    receipt: Receipt
 
 
 async def vote(
@@ -71,16 +81,19 @@ async def vote(
     digest: str | None,
     door: str,
     operator_id: str | None = None,
-) -> Task:
+    stage: int | None = None,
+) -> Ballot:
     """Cast ``principal``'s vote on a task with an approval rule; returns the task after it
-    (decided, when this vote met the rule or vetoed it). Repeating one's own live vote
-    exactly (a retry) returns the task and writes nothing.
+    (decided, when this vote met the rule or vetoed it) and what the vote did. Repeating
+    one's own live vote exactly (a retry) returns the task and writes nothing; a vote at a
+    later stage than one's earlier vote names its ``stage`` (from 1).
 
     Raises:
         Forbidden: ``ERR_SELF_APPROVAL`` (the producer's principal, or the excluded
             requester), ``ERR_NOT_ELIGIBLE_TO_VOTE``, ``ERR_OPERATOR_MISMATCH``.
-        Conflict: ``ERR_ALREADY_VOTED``, ``ERR_STALE_REVISION``, ``ERR_NOT_DECIDED_BY_VOTES``
-            (the task has no rule), ``ERR_STATE_CONFLICT`` (no longer in review).
+        Conflict: ``ERR_ALREADY_VOTED``, ``ERR_STAGE_NOT_OPEN``, ``ERR_STALE_REVISION``,
+            ``ERR_NOT_DECIDED_BY_VOTES`` (the task has no rule), ``ERR_STATE_CONFLICT``
+            (no longer in review).
         Unprocessable: notes the decision rules refuse; revision/digest missing.
     """
     step = transition(Action.VOTE)
@@ -88,9 +101,9 @@ async def vote(
     require_operator(principal, operator_id)
     notes = checked_notes(decision, notes)
     task_id = parse_task_id(raw_task_id)
-    now = ctx.now()
     async with ctx.database.transaction() as uow:
-        task = await store.lock_task(uow.connection, task_id)
+        task = await task_store.lock_task(uow.connection, task_id)
+        now = ctx.now()  # read under the lock: no counted vote is later than the decision
         if task is None or not can_read(principal, task):
             raise task_not_found(raw_task_id)
         if task.approval_rule is None:
@@ -100,16 +113,20 @@ async def vote(
             )
         rule = rule_from_json(task.approval_rule)
         votes = votes_from_json(task.votes)
-        mine = [v for v in votes if v.voter == principal.principal_id]
+        earlier = retried(
+            votes,
+            voter=principal.principal_id,
+            decision=decision,
+            notes=notes,
+            revision=revision,
+            stage=stage,
+        )
+        if earlier is not None:  # a retry of one's own live vote: nothing is written
+            return Ballot(task, retry_receipt(earlier))
         if task.status not in step.sources:
-            repeat = _repeat(mine, decision, notes, revision)
-            if repeat:  # the vote that decided it, asked again
-                return task
             raise _not_in_review(task)
-        refusal = ballot_refusal(task, principal, decision, revision, digest)
+        refusal = ballot_refusal(task, principal, decision, revision, digest, stage)
         if refusal is not None:
-            if _repeat(mine, decision, notes, revision):  # a retry of one's own live vote
-                return task
             raise refusal
         before = progress(rule, votes)
         cast = Vote(
@@ -128,20 +145,16 @@ async def vote(
             raise already_voted(principal.principal_id)
         votes.append(cast)
         after = progress(rule, votes)
+        done = receipt(rule, before, after, cast)
         task = await _write_votes(uow, step, task, votes, now)
-        await record_transition(
-            uow, step, task, principal, now, {"vote": cast.public(), "progress": after.as_json()}
-        )
+        details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
+        await record_transition(uow, step, task, principal, now, details)
         if after.outcome is not None:
             task = await _decide(uow, ctx, task, principal, cast, after, now)
         elif after.stage != before.stage:
             await _ask_stage(uow, ctx, task, rule, after, now)
         await uow.commit()
-    return task
-
-
-def _repeat(mine: list[Vote], decision: Decision, notes: str | None, revision: int | None) -> bool:
-    return any(v.same_as(decision, notes, revision) for v in mine)
+    return Ballot(task, done)
 
 
 def _not_in_review(task: Task) -> Conflict:
@@ -275,6 +288,35 @@ async def carry_votes(
 # --- Named rules (admins) ---------------------------------------------------------------
 
 
+async def check_reach(
+    uow: UnitOfWork,
+    rule: ApprovalRule,
+    *,
+    field: str,
+    staged: bool,
+    assigned_group: str | None = None,
+    producer: str | None = None,
+    requested_by: str | None = None,
+) -> None:
+    """Refuse a rule the people who may vote cannot meet (:mod:`signoff.domain.rule_reach`).
+
+    Raises:
+        Unprocessable: ``ERR_UNMEETABLE_APPROVAL_RULE`` naming the short group or stage.
+    """
+    people = merge_voters(await store.voters(uow.connection))
+    refusal = unmeetable(
+        rule,
+        people,
+        field=field,
+        staged=staged,
+        assigned_group=assigned_group,
+        producer=producer,
+        requested_by=requested_by,
+    )
+    if refusal is not None:
+        raise refusal
+
+
 async def rule_named(uow: UnitOfWork, name: str) -> ApprovalRule:
     """The admin-managed rule ``name``, to copy onto a task.
 
@@ -307,6 +349,7 @@ async def save_rule(
     rule = parse_rule(body, "(root)", name=name)
     document = rule.as_json()
     async with ctx.database.transaction() as uow:
+        await check_reach(uow, rule, field="(root)", staged="stages" in body)
         now = ctx.now()
         conn = uow.connection
         created = await store.upsert_rule(conn, name=name, rule=document, now=now, create=True)

@@ -15,6 +15,11 @@ Two kinds of module live here, kept apart:
   ``changes``), the API key cache (``keycache``), what counts as an outage
   (``availability``) and migrations (``migrate``).
 
+The queries and write paths use the runtime only through the protocols of
+``protocols`` (a unit of work, a statement runner, the database the write paths need);
+``writes.assemble`` chooses an engine's write path, and the runtime's database calls it,
+so no query module imports the runtime, not even for its type hints.
+
 The services use both; the API, console and workers reach the queries only through the
 services, and are handed the runtime's ``Database`` (they may import the runtime to
 build it or to tell an outage from a bug). ``pyproject.toml``'s import-linter contracts

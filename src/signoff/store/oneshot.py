@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Column
 from sqlalchemy.dialects import postgresql
@@ -40,10 +40,8 @@ from signoff.domain.states import (
     transition,
 )
 from signoff.domain.tasks import SUMMARY_LABEL, Task
+from signoff.store.protocols import Statements
 from signoff.store.tables import JsonText, fanned_out_at_sql, review_tasks
-
-if TYPE_CHECKING:  # the database module writes escalations with these statements
-    from signoff.store.runtime.database import Database
 
 _PG = postgresql.dialect()  # type: ignore[no-untyped-call]
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -474,7 +472,7 @@ RELEASE = _held_change(
 RESOLVE = _resolve()
 
 
-async def run(database: Database, stmt: Statement, values: Mapping[str, Any]) -> Any:
+async def run(database: Statements, stmt: Statement, values: Mapping[str, Any]) -> Any:
     """Execute ``stmt`` with ``values`` (by name) as one transaction; its first row."""
     rows = await database.one_statement(stmt.sql, *stmt.args(values))
     return rows[0] if rows else None

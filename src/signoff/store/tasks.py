@@ -152,6 +152,14 @@ async def find_task(conn: AsyncConnection, task_id: uuid.UUID) -> Task | None:
     return task_from_row(row) if row else None
 
 
+async def lock_task(conn: AsyncConnection, task_id: uuid.UUID) -> Task | None:
+    """The task, its row locked until the transaction ends (PostgreSQL ``FOR UPDATE``;
+    SQLite's one writer serialises anyway)."""
+    statement = select(review_tasks).where(T.id == task_id).with_for_update()
+    row = (await conn.execute(statement)).first()
+    return task_from_row(row) if row else None
+
+
 async def find_active_task_for_entity(
     conn: AsyncConnection, entity_type: str, entity_id: str
 ) -> Task | None:

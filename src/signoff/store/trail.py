@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Boolean, bindparam, case, insert, literal_column, null, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -14,15 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from signoff.domain.clock import rfc3339
 from signoff.domain.states import Transition
 from signoff.domain.tasks import Principal, Task, task_view
+from signoff.store.protocols import Unit
 from signoff.store.tables import (
     ANY_ENABLED_ENDPOINT_SQL,
     outbox_events,
     resume_tokens,
     task_events,
 )
-
-if TYPE_CHECKING:  # the unit of work carries what its commit wakes
-    from signoff.store.runtime.database import UnitOfWork
 
 _ANY_ENABLED_ENDPOINT = literal_column(ANY_ENABLED_ENDPOINT_SQL, Boolean)
 
@@ -93,7 +91,7 @@ async def append_outbox_event(
 
 
 async def append_transition(
-    uow: UnitOfWork,
+    uow: Unit,
     step: Transition,
     task: Task,
     principal: Principal,

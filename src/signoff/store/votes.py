@@ -20,22 +20,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.approval_rules import Vote
-from signoff.domain.states import Transition
+from signoff.domain.states import REVIEWERS, Transition
 from signoff.domain.tasks import Task
 from signoff.store.named import upsert_named
-from signoff.store.tables import approval_rules, review_tasks, task_votes
-from signoff.store.tasks import status_in, task_from_row, update_task_if
+from signoff.store.tables import api_keys, approval_rules, review_tasks, task_votes, users
+from signoff.store.tasks import status_in, update_task_if
 
 T = review_tasks.c
 V = task_votes.c
 A = approval_rules.c
-
-
-async def lock_task(conn: AsyncConnection, task_id: uuid.UUID) -> Task | None:
-    """The task, its row locked until the transaction ends."""
-    statement = select(review_tasks).where(T.id == task_id).with_for_update()
-    row = (await conn.execute(statement)).first()
-    return task_from_row(row) if row else None
 
 
 async def change_voted_task(
@@ -103,6 +96,19 @@ async def history(conn: AsyncConnection, task_id: uuid.UUID) -> Sequence[dict[st
     """Every vote cast on the task, voided ones too, oldest first."""
     statement = select(task_votes).where(V.task_id == task_id).order_by(V.created_at, V.id)
     return [dict(row._mapping) for row in await conn.execute(statement)]
+
+
+async def voters(conn: AsyncConnection) -> list[tuple[str, str, Any]]:
+    """``(principal_id, role, groups)`` of every enabled reviewer or supervisor account and
+    every unrevoked reviewer or supervisor key: the people who may vote."""
+    roles = [role.value for role in REVIEWERS]
+    rows: list[tuple[str, str, Any]] = []
+    for table, live in ((users, users.c.disabled_at), (api_keys, api_keys.c.revoked_at)):
+        statement = select(table.c.principal_id, table.c.role, table.c.groups).where(
+            live.is_(None), table.c.role.in_(roles)
+        )
+        rows += [(row[0], row[1], row[2]) for row in await conn.execute(statement)]
+    return rows
 
 
 # --- Named rules ------------------------------------------------------------------------

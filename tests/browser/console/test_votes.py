@@ -15,9 +15,21 @@ expect = pytest.importorskip("playwright.sync_api").expect
 SUBJECT = {"title": "Pay ACME", "amount": "100 EUR", "actions": [{"id": "pay"}]}
 
 
-def rule_task(served: Served) -> str:
+def members(served: Served, **groups: list[str]) -> None:
+    """Reviewers with API keys in ``groups``: a rule is accepted only when the people who
+    may vote can meet it."""
+    with served.api() as admin:
+        for who, names in groups.items():
+            made = admin.post(
+                "/api-keys", json={"role": "reviewer", "principal_id": who, "groups": names}
+            )
+            assert made.status_code == 201, made.text
+
+
+def rule_task(served: Served, rule: dict[str, Any] | None = None) -> str:
+    members(served, lars=["legal"], finn=["finance"])
     producer = served.key("producer", "bot")
-    body = escalation(subject=SUBJECT, approval_rule={"groups": {"legal": 1, "finance": 1}})
+    body = escalation(subject=SUBJECT, approval_rule=rule or {"groups": {"legal": 1, "finance": 1}})
     with served.api(producer) as client:
         made = client.post("/tasks/escalate", json=body)
     assert made.status_code == 201, made.text
@@ -81,3 +93,24 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     # The first voter sees the outcome on the task page.
     lena.goto(f"/console/tasks/{task_id}")
     expect(lena.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
+
+
+def test_a_rejection_from_outside_the_groups_is_said_to_be_no_veto(
+    served: Served, signed_in: Any
+) -> None:
+    oscar = signed_in("oscar", groups=["marketing"])
+    task_id = rule_task(served, {"approvals": 2, "groups": {"legal": 1}})
+    oscar.goto(f"/console/tasks/{task_id}")
+    expect(oscar.locator("#vote-veto-note")).to_contain_text(
+        "does not end the vote: at this stage only legal can"
+    )
+    assert axe_violations(oscar) == []
+    oscar.get_by_label("Notes").fill("not convinced")
+    oscar.get_by_role("button", name="Vote: Reject").click()
+    expect(oscar.locator(".notice")).to_contain_text(
+        "recorded as a vote against but does not end the vote"
+    )
+    expect(oscar.locator("#vote-progress")).to_have_text(
+        "0 of 2 approvals — waiting on legal; 1 against"
+    )
+    assert axe_violations(oscar) == []

@@ -17,7 +17,7 @@ from signoff.api.deps import (
     read_json_body,
     read_model,
 )
-from signoff.api.schemas import TaskOut, VoteRequest
+from signoff.api.schemas import VotedTaskOut, VoteRequest
 from signoff.domain.approval_rules import APPROVAL_RULE_SCHEMA
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
@@ -31,12 +31,12 @@ router = APIRouter()
     tags=["approvals"],
     response_model=None,
     openapi_extra=model_body_doc(VoteRequest),
-    responses={200: {"model": TaskOut}, **problems(400, 403, 404, 409, 413, 422)},
+    responses={200: {"model": VotedTaskOut}, **problems(400, 403, 404, 409, 413, 422)},
     summary="Vote on a task with an approval rule (no lease needed)",
 )
 async def cast_vote(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
     body = await read_model(request, VoteRequest)
-    task = await votes.vote(
+    ballot = await votes.vote(
         context,
         caller,
         task_id,
@@ -46,8 +46,10 @@ async def cast_vote(task_id: str, request: Request, context: Context, caller: Ca
         digest=body.digest,
         door="api",
         operator_id=body.operator_id,
+        stage=body.stage,
     )
-    return json_response(view_for(caller, task, context.now()))
+    view = view_for(caller, ballot.task, context.now())
+    return json_response({**view, "vote": ballot.receipt.as_json()})
 
 
 def _rule_doc() -> dict[str, Any]:

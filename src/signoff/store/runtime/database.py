@@ -35,8 +35,7 @@ from signoff.store.runtime.grouped import MAX_GROUP, EscalationGroups
 from signoff.store.runtime.keycache import KeyCache
 from signoff.store.runtime.litethread import LiteThread
 from signoff.store.writes import TaskWrites
-from signoff.store.writes.postgres import PostgresWrites
-from signoff.store.writes.sqlite import SqliteWrites
+from signoff.store.writes.assemble import task_writes
 
 _WRITE = "signoff_write"
 #: After a write failed for a full disk (SQLite), the free space that makes it ready again.
@@ -177,13 +176,9 @@ class Database:
         self.announcer = Announcer(self._run_script) if listen is not None else None
         """Tells other processes what this one committed (PostgreSQL;
         :mod:`signoff.store.runtime.announce`)."""
-        self.writes: TaskWrites = (
-            PostgresWrites(self)
-            if self.dialect == "postgresql"
-            else SqliteWrites(self, thread=self.sqlite_file is not None)
-        )
+        self.writes: TaskWrites = task_writes(self)
         """This engine's write path for the state changes of tasks
-        (:mod:`signoff.store.writes`), chosen here once."""
+        (:mod:`signoff.store.writes`), chosen once."""
 
     def after_commit(self, task_ids: Iterable[uuid.UUID], *, wrote_outbox: bool) -> None:
         """What a commit wakes in this process: the dispatcher (an outbox event), the

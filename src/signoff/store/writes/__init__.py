@@ -1,8 +1,10 @@
 """The write path of each state change on review tasks: one per engine.
 
 The services change a task's state through :class:`TaskWrites` and never ask which
-engine is underneath. The implementation is chosen once, when the
-:class:`~signoff.store.runtime.database.Database` is built (``database.writes``):
+engine is underneath. The implementation is chosen once, by
+:func:`signoff.store.writes.assemble.task_writes`, when the runtime's database is built
+(``database.writes``); the write paths use only what
+:class:`signoff.store.protocols.WritingDatabase` names of it:
 
 - :mod:`signoff.store.writes.postgres`: each change is one named statement of
   :mod:`signoff.store.oneshot` (escalations committed in groups,

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,6 +29,7 @@ from signoff.store import approvals as approval_store
 from signoff.store import oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
+from signoff.store.protocols import WritingDatabase
 from signoff.store.writes import (
     Escalation,
     EscalationRecord,
@@ -37,9 +38,6 @@ from signoff.store.writes import (
     Refusal,
     Resolution,
 )
-
-if TYPE_CHECKING:  # the database builds the write paths and hands itself to them
-    from signoff.store.runtime.database import Database
 
 
 def escalation_params(escalation: Escalation) -> dict[str, Any]:
@@ -64,7 +62,7 @@ def escalation_params(escalation: Escalation) -> dict[str, Any]:
 
 
 def escalation_record(
-    database: Database, escalation: Escalation, record: Mapping[str, Any]
+    database: WritingDatabase, escalation: Escalation, record: Mapping[str, Any]
 ) -> EscalationRecord:
     """A one-step escalation's answer (the columns of ``ESCALATE``'s); a created task wakes
     this process's dispatcher and the task's waiters."""
@@ -98,14 +96,14 @@ async def refusing_task(conn: AsyncConnection, task: Task) -> Mapping[str, Any] 
     return {"id": existing.id, "producer_id": existing.producer_id, "same_id": same_id}
 
 
-async def current_task(database: Database, task_id: uuid.UUID) -> Refusal:
+async def current_task(database: WritingDatabase, task_id: uuid.UUID) -> Refusal:
     """A refused change's task, read in a transaction of its own."""
     async with database.transaction(write=False) as uow:
         return Refusal(await task_store.find_task(uow.connection, task_id))
 
 
 async def claim(
-    database: Database, lease: Lease, task_id: uuid.UUID, *, limit: int
+    database: WritingDatabase, lease: Lease, task_id: uuid.UUID, *, limit: int
 ) -> Task | OverLimit | Refusal:
     step = transition(Action.CLAIM)
     principal, now = lease.principal, lease.now
@@ -133,7 +131,7 @@ async def claim(
 
 
 async def claim_next(
-    database: Database,
+    database: WritingDatabase,
     lease: Lease,
     *,
     limit: int,
@@ -185,7 +183,7 @@ async def _over_limit(
 
 
 async def renew_refused(
-    database: Database, lease: Lease, task_id: uuid.UUID, *, limit: int
+    database: WritingDatabase, lease: Lease, task_id: uuid.UUID, *, limit: int
 ) -> OverLimit | Refusal:
     """Why a renewal matched nothing: the claim limit, when it would have taken up a
     lapsed lease and the principal holds ``limit`` other live leases; else the task as
@@ -200,7 +198,7 @@ async def renew_refused(
 
 
 async def change_held_lease(
-    database: Database,
+    database: WritingDatabase,
     lease: Lease,
     task_id: uuid.UUID,
     action: Action,
@@ -244,7 +242,7 @@ async def change_held_lease(
 
 
 async def resolve(
-    database: Database, lease: Lease, task_id: uuid.UUID, resolution: Resolution
+    database: WritingDatabase, lease: Lease, task_id: uuid.UUID, resolution: Resolution
 ) -> Task | Refusal:
     step = transition(Action.RESOLVE)
     principal, now, decision = lease.principal, lease.now, resolution.decision

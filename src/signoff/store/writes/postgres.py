@@ -11,13 +11,14 @@ reads the task in the same transaction, so an identical repeat is recognised.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.json_output import compact_json
 from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Task
 from signoff.store import oneshot
+from signoff.store.protocols import WritingDatabase
 from signoff.store.writes import (
     Escalation,
     EscalationRecord,
@@ -30,12 +31,9 @@ from signoff.store.writes import (
     core,
 )
 
-if TYPE_CHECKING:  # the database builds its write path and hands itself to it
-    from signoff.store.runtime.database import Database
-
 
 class PostgresWrites(TaskWrites):
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: WritingDatabase) -> None:
         self._database = database
 
     async def escalate(self, escalation: Escalation) -> EscalationRecord:

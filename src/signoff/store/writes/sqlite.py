@@ -11,11 +11,11 @@ take the general path.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from signoff.domain.states import Action
 from signoff.domain.tasks import Task
 from signoff.store import lite
+from signoff.store.protocols import WritingDatabase
 from signoff.store.writes import (
     Escalation,
     EscalationRecord,
@@ -28,12 +28,9 @@ from signoff.store.writes import (
     core,
 )
 
-if TYPE_CHECKING:  # the database builds its write path and hands itself to it
-    from signoff.store.runtime.database import Database
-
 
 class SqliteWrites(TaskWrites):
-    def __init__(self, database: Database, *, thread: bool) -> None:
+    def __init__(self, database: WritingDatabase, *, thread: bool) -> None:
         """``thread``: escalate through the database's SQLite thread (it has a file path)."""
         self._database = database
         self._thread = thread
