@@ -243,6 +243,12 @@ class ErrorCode(StrEnum):
         422,
         "`precheck_hash` is not the hash of the bundle's `attempted_actions`.",
     )
+    HEADLINE_FIELD = (
+        "ERR_HEADLINE_FIELD",
+        422,
+        "A headline or key-field pointer does not resolve in the task's subject or input, "
+        "or names a value its type cannot show (`errors` names each pointer).",
+    )
     IDEMPOTENCY_KEY_REUSED = (
         "ERR_IDEMPOTENCY_KEY_REUSED",
         422,

@@ -84,6 +84,14 @@ def test_an_approved_call_runs_once_with_the_approved_arguments(
     task = agent.get_task(seen[0]["id"])
     assert task.execution_status == "COMPLETED"
     assert task.approved_digest == digest(subject)
+    # It read as words from the function's name and arguments, never a hash.
+    assert seen[0]["headline"]["title"] == "Run refund: customer c-17, amount_eur 50, currency EUR"
+    assert task.headline is not None
+    assert [(f.label, f.text) for f in task.headline.fields] == [
+        ("customer", "c-17"),
+        ("amount_eur", "50"),
+        ("currency", "EUR"),
+    ]
 
     # The same call again (a re-run after a crash): the stored result, no second refund.
     assert refund("c-17", 50) == {"refunded": 50, "currency": "EUR"}

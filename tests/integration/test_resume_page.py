@@ -177,3 +177,38 @@ def test_the_link_page_allows_only_its_own_style_and_no_framing(
         assert f'<style nonce="{nonce.group(1)}">' in page.text
         nonces.append(nonce.group(1))
     assert nonces[0] != nonces[1]  # a fresh one per page
+
+
+def test_the_link_page_compares_any_two_revisions(
+    waiting: LiveServer,  # noqa: F811
+    mailbox: Mailbox,  # noqa: F811
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    body = escalation(assigned_group="reviewers", policy="three-steps", subject=SUBJECT)
+    task = producer.escalate(body).json()
+    send_mail(waiting)
+    (link,) = links_in(mailbox, "alice@example.org")
+    url = local(waiting, link)
+    assert "Compare revisions" not in httpx.get(url).text  # one revision: nothing to compare
+    for revision, change in ((1, {"amount": "200 EUR"}), (2, {"title": "Pay ACME Ltd"})):
+        answer = producer.put(
+            f"/tasks/{task['id']}/subject",
+            headers={"If-Match": f'"{revision}"'},
+            json={"subject": SUBJECT | {"amount": "200 EUR"} | change},
+        )
+        assert answer.status_code == 200, answer.text
+    page = httpx.get(url, params={"compare_from": "1", "compare_to": "3"}).text
+    assert "Compare revisions" in page
+    section = page[page.index('id="comparison"') :]
+    assert "Changes from revision 1 to revision 3" in section
+    assert "Amount" in section
+    assert "Title" in section
+    only_title = httpx.get(url, params={"compare_from": "2", "compare_to": "3"}).text
+    section = only_title[only_title.index('id="comparison"') :]
+    assert "Changes from revision 2 to revision 3" in section
+    assert "Amount" not in section.split("</table>")[0]
+    for odd in ({"compare_from": "3", "compare_to": "3"}, {"compare_from": "1", "compare_to": "9"}):
+        shown = httpx.get(url, params=odd)
+        assert shown.status_code == 200
+        assert 'id="comparison"' not in shown.text

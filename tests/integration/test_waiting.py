@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from email.header import decode_header, make_header
 from typing import Any
 
 import httpx
@@ -570,6 +571,36 @@ def test_producer_text_cannot_break_or_forge_e_mail(waiting: LiveServer, mailbox
         assert not any(
             line.startswith("Approve or reject: https://evil") for line in body.splitlines()
         )
+
+
+def test_the_e_mail_and_the_resume_page_lead_with_the_headline_and_key_fields(
+    waiting: LiveServer, mailbox: Mailbox
+) -> None:
+    producer = waiting.new_client("producer", "bot")
+    person(waiting, "reviewer", "alice", ["reviewers"])
+    subject = {"amount": 12500, "payee": {"name": "ACME <b>Ltd</b>"}, "lines": [{"sku": "A-1"}]}
+    headline = {
+        "title": "Release {/amount} to {/payee/name}",
+        "fields": [
+            {"label": "Amount", "pointer": "/amount", "type": "money", "currency": "EUR"},
+            {"label": "Payee", "pointer": "/payee/name", "type": "person"},
+        ],
+    }
+    bundle = escalation()["diagnostic_bundle"]
+    bundle["input_snapshot"] = {"order": {"lines": [{"sku": "A-1", "qty": 2}]}}
+    waiting_task(waiting, producer, subject=subject, headline=headline, diagnostic_bundle=bundle)
+    send_mail(waiting)
+    [message] = mailbox.to("alice@example.org")
+    title = "Release €12,500.00 to ACME <b>Ltd</b>"
+    subject_line = str(make_header(decode_header(message["Subject"])))
+    assert subject_line == f"[Signoff] Review needed: {title} (AML_RULE_FAILED)"
+    body = Mailbox.body(message).replace("\r\n", "\n")
+    assert f"{title}\n  Amount: €12,500.00\n  Payee: ACME <b>Ltd</b>\n" in body
+    assert '  order: {"lines": [{"sku": "A-1", "qty": 2}]}' in body  # nested, not "…"
+    [link] = links_in(mailbox, "alice@example.org")
+    page = httpx.get(local(waiting, link)).text
+    assert '<h2 id="headline">Release €12,500.00 to ACME &lt;b&gt;Ltd&lt;/b&gt;</h2>' in page
+    assert "<dt>Amount</dt><dd>€12,500.00</dd>" in page
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ READ_ONLY = (
 #: Signoff's optional escalation fields (docs/approvals.md, docs/waiting.md), each with
 #: rules of its own that their own tests cover; the generated contract bodies leave them out.
 EXTENSION_FIELDS = (
+    "headline",
     "subject",
     "source_revisions",
     "material_paths",

@@ -36,6 +36,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.INSUFFICIENT_CONTEXT_PROOF,
         ErrorCode.PRECHECK_HASH_MISMATCH,
         ErrorCode.READ_ONLY_FIELD,
+        ErrorCode.HEADLINE_FIELD,
         ErrorCode.IDEMPOTENCY_KEY_REUSED,
         ErrorCode.UNKNOWN_POLICY,
         ErrorCode.UNKNOWN_APPROVAL_RULE,
@@ -116,6 +117,7 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.REVISION_CONFLICT,
         ErrorCode.PRECONDITION_REQUIRED,
         ErrorCode.REVISION_LIMIT,
+        ErrorCode.HEADLINE_FIELD,
     ),
     "GET /tasks/{task_id}/revisions": (ErrorCode.TASK_NOT_FOUND,),
     "GET /tasks/{task_id}/revisions/{revision}": (

@@ -143,11 +143,32 @@ class ApiKeyListOut(BaseModel):
     items: list[ApiKeyOut]
 
 
+class KeyFieldOut(BaseModel):
+    label: str
+    type: Literal["money", "date", "person", "link", "text"]
+    pointer: str = Field(description="JSON Pointer into the subject (or the input).")
+    value: Any = Field(description="The value as given (long text clipped to 200 characters).")
+    text: str = Field(description="The value as shown, in English.")
+    currency: str | None = Field(default=None, description="ISO 4217 code, for money.")
+    currency_pointer: str | None = None
+
+
+class HeadlineOut(BaseModel):
+    title: str = Field(description="What is being approved, in one line, in English.")
+    template: str | None = Field(description="The producer's title template; null: the default.")
+    fields: list[KeyFieldOut]
+    values: dict[str, Any] = Field(description="The title's placeholders' values, by pointer.")
+    revision: int | None = Field(description="The revision it was rendered from (null: input).")
+
+
 class TaskOut(BaseModel):
     """The one task representation (escalate, GET, claim, resolve, events, outbox)."""
 
     id: str
     status: Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
+    headline: HeadlineOut | None = Field(
+        description="What is being approved: a title and key fields (docs/api.md#headlines)."
+    )
     entity_type: str
     entity_id: str
     reason_code: str

@@ -113,6 +113,7 @@ class Signoff:
         timeout_group: str | None = None,
         approval_rule: Mapping[str, Any] | str | None = None,
         requested_by: str | None = None,
+        headline: Mapping[str, Any] | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -149,6 +150,7 @@ class Signoff:
             timeout_group=timeout_group,
             approval_rule=approval_rule,
             requested_by=requested_by,
+            headline=headline,
         )
         return self._runner.run(
             ops.escalate(

@@ -391,6 +391,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_EMAIL_IN_USE",
         "ERR_VALIDATION",
         "ERR_READ_ONLY_FIELD",
+        "ERR_HEADLINE_FIELD",
         "ERR_WEBHOOK_URL_FORBIDDEN",
         "ERR_UNKNOWN_POLICY",
         "ERR_UNKNOWN_GROUP",

@@ -72,6 +72,30 @@ def _subject(function: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, 
     return {"function": f"{function.__module__}.{function.__qualname__}", "arguments": arguments}
 
 
+#: The most arguments a decorator-made headline names (its key fields hold at most 6).
+_HEADLINE_ARGUMENTS = 6
+
+
+def _headline(function: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A headline from the function's name and its arguments' values (by JSON Pointer
+    into the subject): "Run transfer funds: amount {/arguments/amount}, to {…}"."""
+    names = [name for name in arguments if "~" not in name and "/" not in name]
+    shown = names[:_HEADLINE_ARGUMENTS]
+    words = function.__name__.replace("_", " ").strip() or function.__qualname__
+    title = f"Run {words}"
+    for index, name in enumerate(shown):
+        part = f"{':' if index == 0 else ','} {name} {{/arguments/{name}}}"
+        if len(title) + len(part) > 200:
+            break
+        title += part
+    headline: dict[str, Any] = {"title": title[:200]}
+    if len(shown) >= 2:
+        headline["fields"] = [
+            {"label": name[:60], "pointer": f"/arguments/{name}", "type": "text"} for name in shown
+        ]
+    return headline
+
+
 class _Guard:
     """What both decorators share: the escalation for one call, and the verdict on it."""
 
@@ -92,7 +116,7 @@ class _Guard:
         self.verdict = verdict
         self.assigned_group = assigned_group
 
-    def escalation(self, subject: dict[str, Any]) -> dict[str, Any]:
+    def escalation(self, subject: dict[str, Any], headline: dict[str, Any]) -> dict[str, Any]:
         # The same call (same function, same arguments) is the same escalation: a re-run
         # after a crash finds its task and its execution again instead of asking twice.
         name = f"{subject['function']}:{digest(subject)[:32]}"
@@ -114,6 +138,7 @@ class _Guard:
             "trace_id": f"guard-{digest(subject)[:16]}",
             "subject": subject,
             "assigned_group": self.assigned_group,
+            "headline": headline,
         }
 
     @staticmethod
@@ -180,7 +205,7 @@ def requires_approval(
         @functools.wraps(function)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
             subject = _subject(function, args, kwargs)
-            escalation = guard.escalation(subject)
+            escalation = guard.escalation(subject, _headline(function, subject["arguments"]))
             task = client.escalate(**escalation)
             task = client.wait_for_decision(task.id, timeout=guard.timeout)
             guard.verdict_on(task, subject)
@@ -216,7 +241,7 @@ def arequires_approval(
         @functools.wraps(function)
         async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
             subject = _subject(function, args, kwargs)
-            escalation = guard.escalation(subject)
+            escalation = guard.escalation(subject, _headline(function, subject["arguments"]))
             task = await client.escalate(**escalation)
             task = await client.wait_for_decision(task.id, timeout=guard.timeout)
             guard.verdict_on(task, subject)

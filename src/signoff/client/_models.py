@@ -61,6 +61,26 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class KeyField(_Model):
+    """One labelled value of a headline, as shown (``text``) and as given (``value``)."""
+
+    label: str
+    type: str
+    pointer: str
+    text: str
+    value: Any = None
+    currency: str | None = None
+
+
+class Headline(_Model):
+    """What is being approved, in one line, bound to a revision (``None``: the input)."""
+
+    title: str
+    fields: list[KeyField] = Field(default_factory=list)
+    template: str | None = None
+    revision: int | None = None
+
+
 class VoteReceipt(_Model):
     """What a vote did, in the answer to it: ``recorded`` (false for a retry of one's
     identical vote), ``counted`` (an approval filling a place, a veto, or a vote against
@@ -79,6 +99,9 @@ class Task(_Model):
 
     id: str
     status: Annotated[TaskStatus, Lenient] = Field(description=", ".join(TASK_STATUSES))
+    headline: Headline | None = Field(
+        default=None, description="What is being approved: its title and key fields."
+    )
     entity_type: str
     entity_id: str
     reason_code: str

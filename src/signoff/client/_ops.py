@@ -157,6 +157,7 @@ def escalation_body(
     timeout_group: str | None = None,
     approval_rule: Mapping[str, Any] | str | None = None,
     requested_by: str | None = None,
+    headline: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The escalation request without its ids (:func:`escalate` derives them from the
     caller's key), the precheck hash computed. ``timeout_seconds`` sets the producer's time
@@ -187,6 +188,7 @@ def escalation_body(
         "approval_ttl_seconds": approval_ttl_seconds,
         "approval_rule": approval_rule,
         "requested_by": requested_by,
+        "headline": headline,
     }
     body.update({name: _plain(value) for name, value in optional.items() if value is not None})
     if timeout_seconds is not None:

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from signoff.console import review_session, views
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
+from signoff.console.headline_words import my_vote, searched_fields
 from signoff.console.rendering import render
 from signoff.console.shared import (
     WARN_SECONDS,
@@ -102,10 +103,13 @@ def _query(view: View, filters: InboxFilters, search: str = "", **extra: str) ->
     return urlencode(pairs | extra)
 
 
-def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
+def _row(
+    task: Task, principal: Principal, now: datetime, language: str | None = None
+) -> dict[str, Any]:
     held = task.status is TaskStatus.CLAIMED and not task.lease_lapsed(now)
     return {
         "task": task,
+        "headline": views.headline(task, language),
         "status": task.effective_status(now).value,
         "verdict": views.verdict(task),
         "age": views.duration_text((now - task.created_at).total_seconds()),
@@ -117,6 +121,7 @@ def _row(task: Task, principal: Principal, now: datetime) -> dict[str, Any]:
             else None
         ),
         "votes": votes_view(task)["approval_progress"]["text"] if task.approval_rule else None,
+        "my_vote": my_vote(task, principal),
     }
 
 
@@ -154,6 +159,7 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
         refused = "after"
         page = await inbox_service.page_of_view(context, principal, view, filters)
     previous, following = page.previous, page.next
+    language = request.headers.get("accept-language")
     return {
         "principal": principal,
         "view": view,
@@ -170,7 +176,8 @@ async def _inbox_values(request: Request, principal: Principal) -> dict[str, Any
         "next_query": _query(view, filters, search, after=following.encode())
         if following
         else None,
-        "rows": [_row(task, principal, now) for task in page.tasks],
+        "rows": [_row(task, principal, now, language) for task in page.tasks],
+        "searched": searched_fields(),
         "now": rfc3339(now),
         "supervisor": principal.role in OVERSEERS,
         "csrf": csrf_token(request),

@@ -15,9 +15,10 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import changes, review_session, views, wording
+from signoff.console import changes, compare, review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
+from signoff.console.headline_words import confirm_text
 from signoff.console.inbox import FILTER_NAMES, next_in_view
 from signoff.console.rendering import render
 from signoff.console.shared import (
@@ -120,6 +121,8 @@ async def _task_values(
         "principal": principal,
         "task": task,
         "view": task_view(task, now),
+        "headline": views.headline(task, request.headers.get("accept-language")),
+        "confirm_text": confirm_text,
         "now": rfc3339(now),
         "verdict": views.verdict(task),
         "deadline": views.deadline(task, now),
@@ -136,6 +139,8 @@ async def _task_values(
         "changes": await changes.change_view(diff, context.cpu.diffs),
         "earlier": earlier,
         "history": wording.history(trail, me, now),
+        "compare": await compare.comparison(context, principal, task, request.query_params),
+        "compare_link": compare.link,
         "summary_revision": wording.summary_revision(task.has_subject),
         "now_at": now,
         "held_by": task.claimed_by if held else None,

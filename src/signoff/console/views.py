@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.domain.clock import rfc3339
+from signoff.domain.headline import ShownHeadline, default_headline, pick_locale, render
 from signoff.domain.states import TaskStatus
 from signoff.domain.tasks import Task
 
@@ -134,3 +135,9 @@ def items_of(value: Any) -> list[tuple[str, Any]]:
     if isinstance(value, list):
         return [(str(i), v) for i, v in enumerate(value)]
     return []
+
+
+def headline(task: Task, accept_language: str | None) -> ShownHeadline:
+    """The task's headline and key fields in the reader's locale (``Accept-Language``)."""
+    stored = task.headline or default_headline(task.entity_type, task.entity_id, task.reason_code)
+    return render(stored, pick_locale(accept_language))

@@ -9,10 +9,12 @@ from typing import Any
 from fastapi import Request
 
 from signoff.console import wording
+from signoff.console.headline_words import vote_tail
 from signoff.console.shared import Notice, read_form, service_context
 from signoff.domain.approval_rules import (
     ApprovalRule,
     Progress,
+    Vote,
     progress,
     rule_from_json,
     votes_from_json,
@@ -43,6 +45,31 @@ def rule_text(rule: ApprovalRule) -> str:
         else " A rejection counts as one vote against."
     )
     return sentence
+
+
+def deciding_votes(
+    rule: ApprovalRule, votes: list[Vote], principal: Principal, task: Task
+) -> dict[str, str]:
+    """For each decision, what the confirmation adds when this person's vote of it would
+    decide the task now (it completes the quorum, or a veto ends it)."""
+    stage = progress(rule, votes).stage
+    decides = {}
+    for decision in Decision:
+        ballot = Vote(
+            voter=principal.principal_id,
+            key_id=str(principal.key_id),
+            groups=principal.groups,
+            decision=decision,
+            notes=None,
+            revision=task.current_revision,
+            digest=task.digest,
+            stage=stage,
+            at=task.updated_at,
+            door="console",
+        )
+        decided = progress(rule, [*votes, ballot]).outcome is not None
+        decides[decision.value] = vote_tail(decision, decided)
+    return decides
 
 
 def veto_note(rule: ApprovalRule, standing: Progress, principal: Principal) -> str | None:
@@ -84,6 +111,7 @@ def voting_values(request: Request, task: Task, principal: Principal) -> dict[st
         if refusal is not None:
             why_not = wording.refusal_text(refusal)
     return {
+        "tails": deciding_votes(rule, votes, principal, task),
         "progress": standing,
         "veto_note": veto_note(rule, standing, principal),
         "rule_text": rule_text(rule),

@@ -231,15 +231,22 @@ class Entry:
 
     at: When | None
     text: str
+    #: The revision a "revision N arrived" entry brought (the page links its changes).
+    revision: int | None = None
 
 
 def history(trail: list[dict[str, Any]], me: str | None, now: datetime | None) -> list[Entry]:
     """The audit trail as entries, oldest first (lease renewals left out: noise)."""
     return [
-        Entry(when(event.get("created_at"), now), event_sentence(event, me))
+        Entry(when(event.get("created_at"), now), event_sentence(event, me), _brought(event))
         for event in trail
         if event.get("type") != "task.lease_renewed"
     ]
+
+
+def _brought(event: Mapping[str, Any]) -> int | None:
+    revision = _details(event).get("revision")
+    return revision if event.get("type") == "task.revised" and isinstance(revision, int) else None
 
 
 # Refusals ------------------------------------------------------------------------------

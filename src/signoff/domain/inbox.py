@@ -23,11 +23,16 @@ MAX_SEARCH_TERMS = 8
 
 
 def search_text(
-    entity_type: str, entity_id: str, reason_code: str, summary: dict[str, Any] | None
+    entity_type: str,
+    entity_id: str,
+    reason_code: str,
+    summary: dict[str, Any] | None,
+    headline: dict[str, Any] | None = None,
 ) -> str:
     """What the inbox search matches for a task, in lower case: its entity type, entity
-    id and reason code, and its AI summary's recommendation, rationale and risks."""
-    parts = [entity_type, entity_id, reason_code]
+    id and reason code, its headline and key fields (as shown, and their plain values),
+    and its AI summary's recommendation, rationale and risks."""
+    parts = [entity_type, entity_id, reason_code, *headline_words(headline)]
     if isinstance(summary, dict):
         for name in ("recommendation", "rationale"):
             if isinstance(summary.get(name), str):
@@ -36,6 +41,25 @@ def search_text(
         if isinstance(risks, list):
             parts += [risk for risk in risks if isinstance(risk, str)]
     return " ".join(parts).lower()
+
+
+def headline_words(headline: dict[str, Any] | None) -> list[str]:
+    """A headline's title, its key fields' labels and texts, and their plain values."""
+    if not isinstance(headline, dict):
+        return []
+    words = [str(headline.get("title", ""))]
+    for field in headline.get("fields", []):
+        words += [str(field.get("label", "")), str(field.get("text", ""))]
+        if isinstance(field.get("value"), str | int | float):
+            words.append(str(field["value"]))
+    for value in headline.get("values", {}).values():
+        if isinstance(value, str | int | float):
+            words.append(str(value))
+    return words
+
+
+#: The fields the inbox search looks in, as the result line names them.
+SEARCHED_FIELDS = ("headline", "key fields", "entity", "reason", "AI summary")
 
 
 def search_terms(raw: str | None) -> tuple[str, ...]:

@@ -1,9 +1,11 @@
 """What a notified approver reads: enough to decide without opening anything
-else — entity, reason, the key fields of the input snapshot, the evaluator's confidence
-against its threshold, the AI recommendation (labelled as such) and the decision link."""
+else — the headline and its key fields, entity, reason, the input snapshot, the
+evaluator's confidence against its threshold, the AI recommendation (labelled as such)
+and the decision link."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 #: How many top-level fields of the input snapshot a message shows.
@@ -35,7 +37,9 @@ def snapshot_lines(task: dict[str, Any]) -> list[str]:
     snapshot = task["diagnostic_bundle"].get("input_snapshot") or {}
     lines = []
     for key, value in list(snapshot.items())[:SNAPSHOT_FIELDS]:
-        shown = value if isinstance(value, str | int | float | bool) or value is None else "…"
+        shown = value
+        if not (isinstance(value, str | int | float | bool) or value is None):
+            shown = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
         lines.append(f"  {one_line(key)}: {one_line(shown)}")
     return lines
 
@@ -64,11 +68,14 @@ def summary_lines(task: dict[str, Any]) -> list[str]:
 def render_notification(task: dict[str, Any], *, kind: str, link: str | None) -> tuple[str, str]:
     """Subject line and plain-text body of a notification e-mail."""
     title = KIND_TITLES.get(kind, "Review update")
-    subject = one_line(
-        f"[Signoff] {title}: {task['entity_type']} {task['entity_id']} ({task['reason_code']})"
-    )
+    headline = task.get("headline") or {}
+    what = headline.get("title") or f"{task['entity_type']} {task['entity_id']}"
+    subject = one_line(f"[Signoff] {title}: {what} ({task['reason_code']})")
     lines = [
         f"{title}.",
+        "",
+        one_line(what),
+        *[f"  {one_line(f['label'])}: {one_line(f['text'])}" for f in headline.get("fields", [])],
         "",
         f"Entity: {one_line(task['entity_type'])} {one_line(task['entity_id'])}",
         f"Reason: {one_line(task['reason_code'])}",

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from signoff.domain.headline import parse_headline_fields
 from signoff.errors import FieldError, validation_error
 
 NOTIFY_TARGET = re.compile(r"^(group|principal):[^\x00-\x1f]{1,255}$")
@@ -52,9 +53,11 @@ class Level:
 class Policy:
     name: str
     levels: tuple[Level, ...]
+    headline: dict[str, Any] | None = None
+    """The headline declaration of tasks escalated under it that declare none."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        return ({"headline": self.headline} if self.headline else {}) | {
             "name": self.name,
             "levels": [
                 {
@@ -85,8 +88,9 @@ class Policy:
         return deadline + timedelta(seconds=remaining)
 
 
-def parse_policy(name: Any, levels: Any) -> Policy:
-    """Validate a policy document.
+def parse_policy(name: Any, levels: Any, headline: Any = None) -> Policy:
+    """Validate a policy document (``headline``: the default headline declaration of its
+    tasks, checked as an escalation's).
 
     Raises:
         Unprocessable: ``ERR_VALIDATION`` naming each offending field.
@@ -150,11 +154,12 @@ def parse_policy(name: Any, levels: Any) -> Policy:
         )
     if errors:
         raise validation_error(errors)
-    return Policy(name=name, levels=tuple(parsed))
+    spec = parse_headline_fields({"headline": headline})
+    return Policy(name=name, levels=tuple(parsed), headline=spec.declaration() if spec else None)
 
 
 def policy_from_json(document: dict[str, Any]) -> Policy:
-    return parse_policy(document["name"], document["levels"])
+    return parse_policy(document["name"], document["levels"], document.get("headline"))
 
 
 class TimeoutOutcome(StrEnum):

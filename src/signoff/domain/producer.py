@@ -14,6 +14,7 @@ from typing import Any
 
 from signoff.domain.approval_rules import APPROVAL_FIELDS_SCHEMA
 from signoff.domain.escalation import READ_ONLY_FIELDS, contract_schema
+from signoff.domain.headline import HEADLINE_FIELDS_SCHEMA
 from signoff.domain.revisions import SUBJECT_FIELDS_SCHEMA
 from signoff.domain.waiting import WAITING_FIELDS_SCHEMA
 from signoff.errors import FieldError, validation_error
@@ -50,6 +51,7 @@ def escalation_schema() -> dict[str, Any]:
         **WAITING_FIELDS_SCHEMA["properties"],
         **PRODUCER_FIELDS_SCHEMA["properties"],
         **APPROVAL_FIELDS_SCHEMA["properties"],
+        **HEADLINE_FIELDS_SCHEMA["properties"],
     }
     return schema
 
@@ -74,6 +76,8 @@ def refuse_unknown_fields(body: dict[str, Any]) -> None:
 class ProducerFields:
     metadata: dict[str, Any] | None
     traceparent: str | None
+    #: The task's headline, bound (:mod:`signoff.domain.headline`); set by the service.
+    headline: dict[str, Any] | None = None
 
 
 def parse_metadata(body: dict[str, Any]) -> dict[str, Any] | None:

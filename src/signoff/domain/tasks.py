@@ -89,6 +89,8 @@ class Task:
     votes: list[dict[str, Any]] | None = None
     due_at: datetime | None = None
     """The first deadline, kept as given while the levels move ``deadline_at``."""
+    headline: dict[str, Any] | None = None
+    """The headline bound to the current revision (:mod:`signoff.domain.headline`)."""
 
     @property
     def has_subject(self) -> bool:
@@ -173,6 +175,7 @@ def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dic
     return {
         "id": str(task.id),
         "status": status.value,
+        "headline": task.headline,
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
         "reason_code": task.reason_code,

@@ -18,6 +18,12 @@ from signoff import tracing
 from signoff.domain.approval_rules import ApprovalFields, ApprovalRule, parse_approval_fields
 from signoff.domain.digests import json_digest
 from signoff.domain.escalation import EscalationRequest, parse_escalation
+from signoff.domain.headline import (
+    bind,
+    default_headline,
+    headline_document,
+    parse_headline_fields,
+)
 from signoff.domain.policies import Policy, with_timeout
 from signoff.domain.producer import ProducerFields, parse_producer_fields, refuse_unknown_fields
 from signoff.domain.revisions import SubjectInput, parse_subject_fields
@@ -73,6 +79,8 @@ async def escalate(
     proposal = parse_subject_fields(body)
     waiting = parse_waiting_fields(body)
     approval = parse_approval_fields(body)
+    headline = _headline(body, request, proposal)
+    producer_fields = replace(producer_fields, headline=headline)
     if ctx.shield is None:
         return await _escalate(
             ctx, principal, request, producer_fields, proposal, waiting, approval
@@ -109,6 +117,9 @@ async def _escalate(
     ):
         # The common escalation (no subject, the default policy, no group to notify):
         # key + task + audit + outbox in one step of the engine's write path.
+        producer_fields = _policy_headline(
+            producer_fields, ctx.settings.default_policy, request, proposal
+        )
         outcome = await _escalate_in_one_step(
             ctx, principal, request, waiting, producer_fields, now
         )
@@ -128,6 +139,7 @@ async def _escalate(
             return await _replay(uow, principal, request.idempotency_key, request.fingerprint)
         if waiting.timeout is not None:
             policy = with_timeout(policy, waiting.timeout)
+        producer_fields = _policy_headline(producer_fields, policy, request, proposal)
         rule = approval.rule
         if approval.rule_name is not None:
             rule = await votes.rule_named(uow, approval.rule_name)
@@ -196,6 +208,36 @@ async def _escalate(
     return EscalationOutcome(status_code=201, body=response, replayed=False, task_id=task.id)
 
 
+def _headline(
+    body: dict[str, Any], request: EscalationRequest, proposal: SubjectInput | None
+) -> dict[str, Any]:
+    """The declared headline bound to the first revision (or the input), else the
+    default one. Raises ``ERR_VALIDATION`` or ``ERR_HEADLINE_FIELD`` before any write."""
+    spec = parse_headline_fields(body)
+    if spec is None:
+        return default_headline(request.entity_type, request.entity_id, request.reason_code)
+    subject = proposal.subject if proposal else None
+    document = headline_document(subject, request.diagnostic_bundle)
+    return bind(spec, document, 1 if proposal else None)
+
+
+def _policy_headline(
+    fields: ProducerFields,
+    policy: Policy,
+    request: EscalationRequest,
+    proposal: SubjectInput | None,
+) -> ProducerFields:
+    """An escalation that declares no headline takes its policy's, when it has one.
+    Raises ``ERR_HEADLINE_FIELD`` (before any write) when this task lacks its values."""
+    declared = fields.headline is not None and fields.headline.get("template") is not None
+    spec = parse_headline_fields({"headline": policy.headline})
+    if declared or spec is None:
+        return fields
+    subject = proposal.subject if proposal else None
+    document = headline_document(subject, request.diagnostic_bundle)
+    return replace(fields, headline=bind(spec, document, 1 if proposal else None))
+
+
 def _check_rule_fits(rule: ApprovalRule, waiting: WaitingInput) -> None:
     """A task several groups vote on is not assigned to one group (reviewers see
     unassigned tasks and their own groups' tasks: the others could not vote)."""
@@ -252,6 +294,7 @@ def _new_task(
         summary=waiting.summary,
         producer_metadata=producer_fields.metadata,
         traceparent=producer_fields.traceparent,
+        headline=producer_fields.headline,
     )
 
 

@@ -41,7 +41,7 @@ async def policy_for(uow: UnitOfWork, ctx: ServiceContext, name: str | None) -> 
             error_code=ErrorCode.UNKNOWN_POLICY,
             errors=[FieldError("policy", "no such policy")],
         )
-    return policy_from_json({"name": row["name"], "levels": row["levels"]})
+    return policy_from_json(row)
 
 
 async def save_policy(
@@ -52,10 +52,10 @@ async def save_policy(
     require_role(caller, ADMIN, "manage escalation policies")
     if not isinstance(body, dict):
         raise validation_error([FieldError("(root)", "must be an object")])
-    unknown = sorted(set(body) - {"name", "levels"})
+    unknown = sorted(set(body) - {"name", "levels", "headline"})
     if unknown:
         raise validation_error([FieldError(key, "is not allowed") for key in unknown])
-    policy = parse_policy(body.get("name", name), body.get("levels"))
+    policy = parse_policy(body.get("name", name), body.get("levels"), body.get("headline"))
     if name is not None and policy.name != name:
         raise validation_error([FieldError("name", "must match the path")])
     if policy.name == ctx.settings.default_policy.name:
@@ -72,6 +72,7 @@ async def save_policy(
             uow.connection,
             name=policy.name,
             levels=document["levels"],
+            headline=policy.headline,
             now=ctx.now(),
             create=create,
         ):
@@ -87,9 +88,7 @@ async def list_policies(ctx: ServiceContext, caller: Principal) -> list[dict[str
     async with ctx.database.transaction(write=False) as uow:
         rows = await store.list_policies(uow.connection)
     return [ctx.settings.default_policy.as_json() | {"default": True}] + [
-        {"name": r["name"], "levels": r["levels"]}
-        for r in rows
-        if r["name"] != ctx.settings.default_policy.name
+        policy_from_json(r).as_json() for r in rows if r["name"] != ctx.settings.default_policy.name
     ]
 
 
@@ -108,7 +107,7 @@ async def get_policy(ctx: ServiceContext, caller: Principal, name: str) -> dict[
         row = await store.find_policy(uow.connection, name)
     if row is None:
         raise NotFound(f"no policy {name!r}", error_code=ErrorCode.POLICY_NOT_FOUND)
-    return {"name": row["name"], "levels": row["levels"]}
+    return policy_from_json(row).as_json()
 
 
 async def delete_policy(ctx: ServiceContext, caller: Principal, name: str) -> None:

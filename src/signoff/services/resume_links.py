@@ -58,6 +58,8 @@ class LinkState:
     """The current revision of the subject (``subject``, ``source_revisions``, ``digest``)."""
     diff: dict[str, Any] | None = None
     """Changes since the revision the approver last viewed, when it is not the current."""
+    comparison: dict[str, Any] | None = None
+    """Changes between the two revisions the approver chose to compare."""
 
 
 async def _load_link(
@@ -127,15 +129,31 @@ def _state(ctx: ServiceContext, row: dict[str, Any], task: Task, now: datetime) 
     )
 
 
-async def view_link(ctx: ServiceContext, token: str) -> LinkState:
-    """What ``GET /r/{token}`` shows. Never changes state: mail scanners follow GETs."""
+async def view_link(
+    ctx: ServiceContext, token: str, compare: tuple[int, int] | None = None
+) -> LinkState:
+    """What ``GET /r/{token}`` shows (``compare``: two revisions to show the changes
+    between, when both exist and differ). Never changes state: mail scanners follow GETs."""
     now = ctx.now()
+    chosen: list[dict[str, Any] | None] = []
     async with ctx.database.transaction(write=False) as uow:
         row, task = await _load_link(uow, ctx, token, now)
         state = _state(ctx, row, task, now)
         if state.state != "open" or not task.has_subject:
             return state
         current, before = await _revisions(uow, task, row["principal_id"])
+        if compare is not None and compare[0] != compare[1]:
+            chosen = [
+                await approval_store.find_revision(uow.connection, task.id, number)
+                for number in compare
+            ]
+    comparison = None
+    start, end = chosen if len(chosen) == 2 else (None, None)
+    if start is not None and end is not None:
+        comparison = {"from": start["revision"], "to": end["revision"]} | await diff_off_loop(
+            ctx, start, end
+        )
+    state = replace(state, comparison=comparison)
     diff = None
     if current is not None and before is not None:  # after the transaction: CPU work
         diff = {"from": before["revision"], "to": task.current_revision} | await diff_off_loop(

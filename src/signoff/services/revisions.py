@@ -10,6 +10,8 @@ from typing import Any
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.digests import json_digest
+from signoff.domain.headline import rebind
+from signoff.domain.inbox import search_text
 from signoff.domain.params import number_or_none
 from signoff.domain.revisions import (
     RevisionEffect,
@@ -112,6 +114,8 @@ async def revise_subject(
         )
     now = ctx.now()
     digest = json_digest(proposal.subject)
+    # The headline follows the revision: re-rendered from it, refused before any write.
+    headline = rebind(task.headline, proposal.subject, expected + 1)
     async with ctx.database.transaction(write=False) as uow:
         previous = await store.find_revision(uow.connection, task.id, expected)
     assert previous is not None  # revisions are immutable and never deleted
@@ -157,6 +161,11 @@ async def revise_subject(
                 f"revision {revision} was just created by someone else; {PRECONDITION_FAILED_HINT}"
             )
         values: dict[str, Any] = {"current_revision": revision, "digest": digest}
+        if headline is not None:
+            words = search_text(
+                task.entity_type, task.entity_id, task.reason_code, task.summary, headline
+            )
+            values |= {"headline": headline, "search_text": words}
         if effect is RevisionEffect.CARRY_FORWARD:
             values |= {"approved_revision": revision, "approved_digest": digest}
         elif effect in (RevisionEffect.INVALIDATE_APPROVAL, RevisionEffect.REOPEN_FOR_REVISION):

@@ -112,7 +112,7 @@ def task_values(task: Task, idempotency_key: str) -> dict[str, Any]:
     row["status"] = task.status.value
     row["idempotency_key"] = idempotency_key
     row["search_text"] = search_text(
-        task.entity_type, task.entity_id, task.reason_code, task.summary
+        task.entity_type, task.entity_id, task.reason_code, task.summary, task.headline
     )
     return row
 
@@ -198,6 +198,7 @@ def view_sql(r: str) -> str:
     pairs = [
         ("id", f"{r}.id::text"),
         ("status", status_view_sql(r)),
+        ("headline", f"{r}.headline::json"),
         ("entity_type", f"{r}.entity_type"),
         ("entity_id", f"{r}.entity_id"),
         ("reason_code", f"{r}.reason_code"),

@@ -35,11 +35,18 @@ N = notifications.c
 
 
 async def upsert_policy(
-    conn: AsyncConnection, *, name: str, levels: list[dict[str, Any]], now: datetime, create: bool
+    conn: AsyncConnection,
+    *,
+    name: str,
+    levels: list[dict[str, Any]],
+    headline: dict[str, Any] | None,
+    now: datetime,
+    create: bool,
 ) -> bool:
     """Insert (``create``) or replace a policy; False when it already exists / does not."""
+    values = {"levels": levels, "headline": headline}
     return await upsert_named(
-        conn, escalation_policies, name=name, values={"levels": levels}, now=now, create=create
+        conn, escalation_policies, name=name, values=values, now=now, create=create
     )
 
 

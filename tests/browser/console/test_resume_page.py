@@ -118,6 +118,15 @@ def test_the_link_page_shows_changes_attempts_and_nested_values_and_keeps_notes_
     assert axe_violations(page) == []
     page.set_viewport_size({"width": 375, "height": 740})
     assert axe_violations(page) == []
+    # Any two revisions compare, by keyboard, on the page itself.
+    page.get_by_label("From revision").select_option("1")
+    page.get_by_label("to revision").select_option("2")
+    page.get_by_role("button", name="Compare").press("Enter")
+    comparison = page.locator("#comparison")
+    expect(comparison.locator("caption")).to_have_text("Changes from revision 1 to revision 2")
+    expect(comparison.get_by_role("row", name=re.compile("^Body"))).to_be_visible()
+    assert axe_violations(page) == []
+    page.goto(link)
 
     # Bob claims it meanwhile: Alice's click is refused with advice that fits, notes kept.
     assert bob.post(f"/tasks/{task_id}/claim").status_code == 200

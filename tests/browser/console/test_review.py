@@ -25,6 +25,13 @@ SUMMARY = {
     "rationale": "The figures match the ledger export.",
     "generated_by": "summariser-v2",
 }
+HEADLINE = {
+    "title": "Publish “{/title}” to the website",
+    "fields": [
+        {"label": "Revenue", "pointer": "/figures/revenue", "type": "money", "currency": "EUR"},
+        {"label": "Growth", "pointer": "/figures/growth", "type": "text"},
+    ],
+}
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
@@ -197,7 +204,9 @@ def test_a_supervisor_force_releases_a_lease_and_the_holder_is_told(
 
 def test_pages_pass_axe_and_work_at_375_pixels(served: Served, signed_in: Any) -> None:
     producer = served.key("producer", "bot")
-    task_id = served.escalate(producer, subject=SUBJECT, summary=SUMMARY, assigned_group="payments")
+    task_id = served.escalate(
+        producer, subject=SUBJECT, summary=SUMMARY, assigned_group="payments", headline=HEADLINE
+    )
     served.escalate(producer)
     ann = signed_in("ann", groups=["payments"])
     login = ann.context.browser.new_page()

@@ -49,6 +49,14 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     approve = lena.get_by_role("button", name="Vote: Approve")
     approve.focus()
     lena.keyboard.press("Enter")
+    # The same one confirmation as a single decision, naming what is approved.
+    confirm = lena.locator("#confirm-text")
+    expect(confirm).to_contain_text("Vote: Approve “Aml rule failed: transaction ")
+    expect(confirm).to_contain_text("” (revision 1)?")
+    expect(confirm).not_to_contain_text("completes the quorum")
+    assert axe_violations(lena) == []
+    expect(progress).to_have_text("0 of 2 approvals — waiting on finance and legal")
+    lena.keyboard.press("Enter")
     expect(progress).to_have_text("1 of 2 approvals — waiting on finance")
     expect(lena.locator(".vote-list")).to_contain_text("lena voted to approve revision 1")
     expect(lena.get_by_role("button", name="Vote: Approve")).to_have_count(0)
@@ -58,6 +66,7 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     lena.goto("/console?view=available")
     row = lena.locator(f'tr[data-task-id="{task_id}"]')
     expect(row).to_contain_text("votes: 1 of 2 approvals — waiting on finance")
+    expect(row.locator(".my-vote")).to_have_text("· you voted to approve")
     assert axe_violations(lena) == []
 
     # Someone outside both groups reads why they cannot vote.
@@ -70,9 +79,14 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     fiona = signed_in("fiona", groups=["finance"], width=width)
     fiona.goto(f"/console/tasks/{task_id}")
     fiona.get_by_role("button", name="Vote: Reject").click()
-    expect(fiona.locator(".notice.error")).to_contain_text("required to reject")
+    expect(fiona.locator("#vote-error")).to_contain_text("required to reject")
     fiona.get_by_label("Notes").fill("looks right after all")
-    fiona.get_by_role("button", name="Vote: Approve").click()
+    fiona.keyboard.press("Escape")  # out of the field: the keys work again
+    fiona.keyboard.press("a")
+    expect(fiona.locator("#confirm-text")).to_contain_text(
+        "This vote completes the quorum: the task is approved."
+    )
+    fiona.keyboard.press("Enter")
     expect(fiona.locator("#vote-progress")).to_have_text("Approved: 2 of 2 approvals")
     expect(fiona.locator(".vote-list")).to_contain_text("looks right after all")
     assert axe_violations(fiona) == []

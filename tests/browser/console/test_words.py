@@ -99,7 +99,8 @@ def test_a_revision_reads_word_by_word_and_the_ai_recommendation_says_what_it_re
     ann.get_by_label("Notes").fill("the figure is not in the wire")
     ann.get_by_role("button", name="I have read revision 2").click()
     ann.get_by_role("button", name="Request revision").click()
-    expect(ann.locator("#confirm-text")).to_contain_text("Request revision — for revision 2?")
+    expect(ann.locator("#confirm-text")).to_contain_text("Request revision “")
+    expect(ann.locator("#confirm-text")).to_contain_text("” (revision 2)?")
 
 
 def test_a_revision_after_a_revision_request_and_a_refusal_read_as_plain_words(

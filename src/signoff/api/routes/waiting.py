@@ -26,7 +26,7 @@ from signoff.console import changes, wording
 from signoff.console.auth import current_user
 from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
-from signoff.domain.params import whole_number
+from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
 from signoff.errors import ErrorCode, FieldError, SignoffError, validation_error
@@ -208,6 +208,8 @@ async def _page(
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
         changes=await changes.change_view(state.diff, context.cpu.diffs),
+        comparison=await changes.change_view(state.comparison, context.cpu.diffs),
+        revisions=range(1, int(task.get("current_revision") or 0) + 1),
         summary_revision=wording.summary_revision(task.get("current_revision") is not None),
         console_url=console_url,
         notes=notes,
@@ -269,7 +271,7 @@ async def _error_page(error: SignoffError, context: ServiceContext) -> HTMLRespo
 )
 async def show_link(token: str, request: Request, context: Context) -> Response:
     try:
-        state = await resume_links.view_link(context, token)
+        state = await resume_links.view_link(context, token, _compare(request))
     except SignoffError as error:
         return (
             problem_response(error) if _wants_json(request) else await _error_page(error, context)
@@ -277,6 +279,17 @@ async def show_link(token: str, request: Request, context: Context) -> Response:
     if _wants_json(request):
         return _link_json(state)
     return await _page(state, context, console_url=await _console_url(request, state))
+
+
+def _compare(request: Request) -> tuple[int, int] | None:
+    """The two revisions the page's compare control chose (``None``: none, or not numbers)."""
+    start, end = (
+        number_or_none(request.query_params.get(name) or "")
+        for name in ("compare_from", "compare_to")
+    )
+    if start is None or end is None:
+        return None
+    return start, end
 
 
 async def _console_url(request: Request, state: LinkState) -> str | None:

@@ -120,7 +120,7 @@
     var bar = $("#confirm");
     if (!bar || bar.hidden) return false;
     bar.hidden = true;
-    var form = $("#decide");
+    var form = $("#decide") || $("#vote");
     if (form) form.removeAttribute("data-choice");
     return true;
   }
@@ -228,16 +228,49 @@
       return;
     }
     form.setAttribute("data-choice", decision);
-    var body = $("#task-body");
-    var revision = body.getAttribute("data-revision");
-    $("#confirm-text").textContent = submitter.getAttribute("data-label") + (revision ? " — for revision " + revision : "") +
-      "? Press Enter or click Confirm; Esc cancels.";
+    $("#confirm-text").textContent = submitter.getAttribute("data-confirm-text") +
+      " Press Enter or click Confirm; Esc cancels.";
     $("#confirm").hidden = false;
     $("#confirm [data-confirm]").focus();
   }, true);
 
+  /* A vote: the same one confirmation, which says when this vote decides the task. */
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id !== "vote") return;
+    event.preventDefault();
+    var submitter = event.submitter;
+    var decision = submitter && submitter.getAttribute("data-vote");
+    if (!decision) return;
+    var error = $("#vote-error");
+    error.textContent = "";
+    cancelConfirm();
+    if (submitter.getAttribute("data-notes-required") && !$("#vote-notes", form).value.trim()) {
+      error.textContent = "Notes are required to " + submitter.getAttribute("data-notes-required") + ".";
+      $("#vote-notes", form).focus();
+      return;
+    }
+    form.setAttribute("data-choice", decision);
+    $("#confirm-text").textContent = submitter.getAttribute("data-confirm-text") +
+      " Press Enter or click Confirm; Esc cancels.";
+    $("#confirm").hidden = false;
+    $("#confirm [data-confirm]").focus();
+  }, true);
+
+  function sendVote(form) {
+    var choice = form.getAttribute("data-choice");
+    if (!choice) return;
+    var hidden = $('input[type="hidden"][name="decision"]', form);
+    hidden.disabled = false;
+    hidden.value = choice;
+    $("#confirm").hidden = true;
+    htmx.trigger(form, "confirmed");
+  }
+
   document.addEventListener("click", function (event) {
     if (event.target.closest("[data-cancel]")) { cancelConfirm(); return; }
+    var voting = event.target.closest("#vote [data-confirm]");
+    if (voting) { sendVote($("#vote")); return; }
     if (event.target.closest("[data-confirm]")) {
       var form = $("#decide");
       var choice = form && form.getAttribute("data-choice");

@@ -24,6 +24,8 @@ escalation_policies = Table(
     Column("levels", JsonText, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # The headline of tasks escalated under this policy that declare none.
+    Column("headline", JsonText),
 )
 
 #: Admin-managed approval rules an escalation may name; a task keeps a copy of its rule.

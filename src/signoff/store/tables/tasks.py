@@ -82,6 +82,9 @@ review_tasks = Table(
     # (:func:`signoff.domain.inbox.search_text`), lower case.
     Column("due_at", UtcDateTime),
     Column("search_text", Text),
+    # What is being approved, in one line (:mod:`signoff.domain.headline`): the producer's
+    # declaration bound to the current revision, or the default from entity and reason.
+    Column("headline", JsonText),
     # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",
