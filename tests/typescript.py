@@ -11,11 +11,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sdk" / "typescript"
 BUILT_TESTS = PACKAGE / "build" / "test"
+#: The TypeScript examples: an application of their own that installs the package.
+EXAMPLES = ROOT / "examples" / "typescript"
 
 
-def npm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def npm(*args: str, cwd: Path = PACKAGE, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["npm", *args], cwd=PACKAGE, capture_output=True, text=True, timeout=timeout, check=False
+        ["npm", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -27,13 +29,18 @@ def build() -> None:
     for script in ("build", "build:test"):
         done = npm("run", "--silent", script)
         assert done.returncode == 0, done.stdout + done.stderr
+    if not (EXAMPLES / "node_modules" / "ai").exists():
+        installed = npm("ci", "--no-audit", "--no-fund", "--silent", cwd=EXAMPLES)
+        assert installed.returncode == 0, installed.stdout + installed.stderr
 
 
-def node(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
-    """``node args`` in the package; its output, after asserting it succeeded."""
+def node(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = PACKAGE, timeout: float = 600
+) -> str:
+    """``node args`` (in the package); its output, after asserting it succeeded."""
     done = subprocess.run(
         ["node", *args],
-        cwd=PACKAGE,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
