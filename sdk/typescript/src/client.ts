@@ -162,22 +162,22 @@ export class Signoff {
       return answer.body as Task;
     } catch (error) {
       if (error instanceof IdempotencyKeyReused) {
-        const existing = await this.find(escalationId);
+        const existing = await this.#find(escalationId);
         if (existing === null) throw error;
-        return this.sameContent(existing, body, error);
+        return this.#sameContent(existing, body, error);
       }
       if (!(error instanceof TaskConflict)) throw error;
-      if (error.taskId === escalationId) return this.sameContent(await this.getTask(escalationId), body, error);
+      if (error.taskId === escalationId) return this.#sameContent(await this.getTask(escalationId), body, error);
       if (options.onConflict !== "adopt") throw error;
       if (error.taskId) return this.getTask(error.taskId);
-      const page = await this.listPage({ entityType: options.entityType, entityId: options.entityId }, null, 200);
+      const page = await this.#listPage({ entityType: options.entityType, entityId: options.entityId }, null, 200);
       const active = page.items.find(isActive);
       if (active) return active;
       throw error;
     }
   }
 
-  private async find(taskId: string): Promise<Task | null> {
+  async #find(taskId: string): Promise<Task | null> {
     try {
       return await this.getTask(taskId);
     } catch (error) {
@@ -186,7 +186,7 @@ export class Signoff {
     }
   }
 
-  private async sameContent(task: Task, body: Json, refusal: ApiError): Promise<Task> {
+  async #sameContent(task: Task, body: Json, refusal: ApiError): Promise<Task> {
     const changed = await contentChanges(task, body);
     if (changed.length === 0) return task;
     const message =
@@ -241,7 +241,7 @@ export class Signoff {
     return (await this.http.request({ method: "POST", path: `${taskPath(task)}/cancel` })).body as Task;
   }
 
-  private async listPage(filters: TaskFilters, cursor: string | null, limit: number): Promise<TaskPage> {
+  async #listPage(filters: TaskFilters, cursor: string | null, limit: number): Promise<TaskPage> {
     const params = {
       status: filters.status,
       entity_type: filters.entityType,
@@ -260,7 +260,7 @@ export class Signoff {
   async *listTasks(filters: TaskFilters = {}): AsyncGenerator<Task> {
     let cursor: string | null = null;
     do {
-      const page: TaskPage = await this.listPage(filters, cursor, filters.pageSize ?? 50);
+      const page: TaskPage = await this.#listPage(filters, cursor, filters.pageSize ?? 50);
       yield* page.items;
       cursor = page.next_cursor;
     } while (cursor);
