@@ -39,6 +39,8 @@ Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
 TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+#: The principal that decides a task when the producer's time limit runs out.
+TIMEOUT_ACTOR = "signoff-sweeper"
 #: Statuses in which a task waits for a person.
 ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset({"PENDING_REVIEW", "CLAIMED"})
 
@@ -126,6 +128,15 @@ class Task(_Model):
     @property
     def is_approved(self) -> bool:
         return self.status == "RESOLVED" and self.decision == "APPROVED"
+
+    @property
+    def timed_out(self) -> bool:
+        """Rejected by the producer's time limit (the sweeper decided), not by a person."""
+        return (
+            self.status == "RESOLVED"
+            and self.decision == "REJECTED"
+            and (self.operator_id == TIMEOUT_ACTOR)
+        )
 
 
 class TaskPage(_Model):
