@@ -71,6 +71,7 @@ from signoff.client._guard import (
 )
 from signoff.client._models import (
     Action,
+    ApprovalProgress,
     AuditEvent,
     Decision,
     Diff,
@@ -79,6 +80,7 @@ from signoff.client._models import (
     Task,
     TaskPage,
     TaskStatus,
+    Vote,
     WebhookEndpoint,
     WebhookEvent,
 )
@@ -91,6 +93,7 @@ __all__ = [
     "ApiError",
     "ApprovalExpired",
     "ApprovalNotValid",
+    "ApprovalProgress",
     "AsyncExecutionRun",
     "AsyncSignoff",
     "AuditEvent",
@@ -139,6 +142,7 @@ __all__ = [
     "TaskStatus",
     "Unauthorized",
     "ValidationFailed",
+    "Vote",
     "WebhookEndpoint",
     "WebhookEvent",
     "WebhookVerificationFailed",

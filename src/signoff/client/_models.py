@@ -63,6 +63,35 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class Vote(_Model):
+    """One live vote on a task decided by an approval rule."""
+
+    voter: str
+    groups: list[str] = Field(default_factory=list)
+    decision: Annotated[Decision, Lenient]
+    notes: str | None = None
+    revision: int
+    digest: str
+    stage: int
+    at: datetime
+    door: str | None = None
+
+
+class ApprovalProgress(_Model):
+    """Where a task's approval rule stands; ``text`` says it in a sentence."""
+
+    stage: int
+    stage_name: str | None = None
+    stages: int
+    approvals: int
+    required: int
+    waiting_on: list[str] = Field(default_factory=list)
+    against: int = 0
+    met: bool = False
+    outcome: Annotated[Decision | None, Lenient] = None
+    text: str
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -107,10 +136,10 @@ class Task(_Model):
     approval_rule: dict[str, Any] | None = Field(
         default=None, description="Only on a task decided by votes: its approval rule."
     )
-    votes: list[dict[str, Any]] | None = Field(
+    votes: list[Vote] | None = Field(
         default=None, description="Only on a task decided by votes: the live votes."
     )
-    approval_progress: dict[str, Any] | None = Field(
+    approval_progress: ApprovalProgress | None = Field(
         default=None,
         description="Only on a task decided by votes: where its rule stands (`text` says it).",
     )
