@@ -21,6 +21,8 @@ TARGET = Path(__file__).resolve().parent.parent / "sdk/typescript/src/errors.gen
 PROBLEM_FIELDS = {
     "lease_expires_at": ("execution_lease_expires_at", "lease_expires_at", "expires_at"),
 }
+#: Client methods named otherwise in TypeScript than camelCase of the Python name.
+TS_METHODS = {"execution": "beginExecution"}
 TYPES = {
     "str | None": ("string | undefined", "problemText"),
     "list[str]": ("string[]", "problemList"),
@@ -30,6 +32,10 @@ TYPES = {
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+def _ts_call(name: str) -> str:
+    return f"client.{TS_METHODS.get(name, _camel(name))}(...)"
 
 
 def _api_classes() -> list[type[sdk.ApiError]]:
@@ -127,6 +133,28 @@ def render() -> str:
         *[f"  {status}: {kind.__name__}," for status, kind in sdk.BY_STATUS.items()],
         "};",
         "",
+        "/** API routes a server message may name → the client call (its message names it). */",
+        "export const ROUTE_CALLS: readonly [string, string][] = [",
+        *[
+            f"  [{json.dumps(f'{method} {route}')}, {json.dumps(_ts_call(call))}],"
+            for method, route, call in sdk.ROUTE_CALLS
+        ],
+        "];",
+        "",
+        "/** `message` with every API route it names replaced by the client call. */",
+        "export function inSdkWords(message: string): string {",
+        "  for (const [route, call] of ROUTE_CALLS) {",
+        '    const [head, tail] = route.split("{id}") as [string, string];',
+        '    const pattern = new RegExp(escape(head) + "[^/\\\\s)`]+" + escape(tail ?? ""), "g");',
+        "    message = message.replace(pattern, call);",
+        "  }",
+        "  return message;",
+        "}",
+        "",
+        "function escape(text: string): string {",
+        '  return text.replace(/[.*+?^${}()|[\\]\\\\]/g, "\\\\$&");',
+        "}",
+        "",
         "/** The exception for one problem answer (`body` is its parsed JSON, or anything). */",
         "export function errorFromResponse(status: number, body: unknown): ApiError {",
         "  const problem: Problem =",
@@ -134,7 +162,8 @@ def render() -> str:
         "      ? (body as Problem)",
         "      : {};",
         "  const code = String(problem.error_code || `HTTP_${status}`);",
-        "  const message = String(problem.message || problem['detail'] || `HTTP ${status}`);",
+        "  const said = String(problem.message || problem['detail'] || `HTTP ${status}`);",
+        "  const message = inSdkWords(said);",
         "  const kind =",
         "    BY_CODE[code] ?? BY_STATUS[status] ?? (status >= 500 ? ServerError : ApiError);",
         "  return new kind(message, status, code, problem);",

@@ -374,8 +374,12 @@ def test_votes_through_the_sdk_and_a_wait_that_returns_at_the_quorum(sdk: Any) -
         target=lambda: decided.append(agent.wait_for_decision(task, timeout=30))
     )
     waiter.start()
-    with pytest.raises(DecidedByVotes):
+    with pytest.raises(DecidedByVotes) as by_votes:
         first.claim(task)
+    # The message names the SDK call to make; the problem keeps the server's words.
+    assert "client.vote(...)" in by_votes.value.message
+    assert "POST /tasks" not in by_votes.value.message
+    assert f"POST /tasks/{task.id}/votes" in by_votes.value.problem["message"]
     one = first.vote(first.get_task(task), decision="APPROVED")
     assert one.status == "PENDING_REVIEW"
     assert one.approval_progress is not None

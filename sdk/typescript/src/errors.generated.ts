@@ -413,6 +413,30 @@ export const BY_STATUS: Readonly<Record<number, ApiErrorClass>> = {
   503: NotReady,
 };
 
+/** API routes a server message may name → the client call (its message names it). */
+export const ROUTE_CALLS: readonly [string, string][] = [
+  ["POST /tasks/{id}/votes", "client.vote(...)"],
+  ["POST /tasks/{id}/lease/renew", "client.renew(...)"],
+  ["POST /tasks/{id}/claim", "client.claim(...)"],
+  ["POST /tasks/{id}/resolve", "client.resolve(...)"],
+  ["PUT /tasks/{id}/subject", "client.revise(...)"],
+  ["POST /tasks/{id}/execute", "client.beginExecution(...)"],
+];
+
+/** `message` with every API route it names replaced by the client call. */
+export function inSdkWords(message: string): string {
+  for (const [route, call] of ROUTE_CALLS) {
+    const [head, tail] = route.split("{id}") as [string, string];
+    const pattern = new RegExp(escape(head) + "[^/\\s)`]+" + escape(tail ?? ""), "g");
+    message = message.replace(pattern, call);
+  }
+  return message;
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
 /** The exception for one problem answer (`body` is its parsed JSON, or anything). */
 export function errorFromResponse(status: number, body: unknown): ApiError {
   const problem: Problem =
@@ -420,7 +444,8 @@ export function errorFromResponse(status: number, body: unknown): ApiError {
       ? (body as Problem)
       : {};
   const code = String(problem.error_code || `HTTP_${status}`);
-  const message = String(problem.message || problem['detail'] || `HTTP ${status}`);
+  const said = String(problem.message || problem['detail'] || `HTTP ${status}`);
+  const message = inSdkWords(said);
   const kind =
     BY_CODE[code] ?? BY_STATUS[status] ?? (status >= 500 ? ServerError : ApiError);
   return new kind(message, status, code, problem);

@@ -26,6 +26,15 @@ test("a code without a class of its own, or a new one, goes by status", () => {
   assert.equal(errorFromResponse(418, null).errorCode, "HTTP_418");
 });
 
+test("a message names the SDK call, not the API route; the problem keeps the server's words", () => {
+  const text = "task t-1 has an approval rule: it is decided by votes (POST /tasks/t-1/votes), with no lease";
+  const refused = errorFromResponse(409, { error_code: "ERR_DECIDED_BY_VOTES", message: text });
+  assert.equal(refused.message, "task t-1 has an approval rule: it is decided by votes (client.vote(...)), with no lease");
+  assert.equal(refused.problem.message, text);
+  const lapsed = errorFromResponse(409, { error_code: "ERR_LEASE_EXPIRED", message: "renew it (POST /tasks/{id}/lease/renew) first" });
+  assert.equal(lapsed.message, "renew it (client.renew(...)) first");
+});
+
 test("every server code is listed with its status", () => {
   assert.equal(ERROR_CODES.ERR_TASK_NOT_FOUND.status, 404);
   assert.equal(ERROR_CODES.ERR_HTTP.status, null);
