@@ -4,6 +4,7 @@ waiting cancels its task, so a later approval never authorises a call nobody awa
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from pathlib import Path
@@ -12,9 +13,11 @@ from typing import Any
 import pytest
 
 from signoff.client import (
+    AsyncSignoff,
     DecisionTimeout,
     Rejected,
     Signoff,
+    arequires_approval,
     requires_approval,
 )
 from signoff.client._models import TIMEOUT_ACTOR
@@ -115,3 +118,23 @@ def test_a_persons_rejection_is_not_a_time_out(server: LiveServer) -> None:
         refund(5)
     assert refused.value.task.decision == "REJECTED"
     assert not refused.value.task.timed_out
+
+
+def test_the_async_twin_cancels_its_task_when_the_caller_stops_waiting(
+    server: LiveServer,
+) -> None:
+    key = str(server.new_client("producer").key)
+
+    async def call() -> None:
+        async with AsyncSignoff(server.base_url, key) as client:
+
+            @arequires_approval(client, timeout=0.3)
+            async def publish(slug: str) -> None:
+                raise AssertionError("must not run")
+
+            await publish("rates-held")
+
+    with pytest.raises(DecisionTimeout):
+        asyncio.run(call())
+    (task,) = _tasks(Signoff(server.base_url, key))
+    assert task.status == "CANCELLED"
