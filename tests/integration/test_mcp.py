@@ -146,7 +146,11 @@ def test_an_approval_is_never_reported_for_other_content(server: LiveServer) -> 
             done = structured(
                 await client.call_tool(
                     "complete_execution",
-                    {"task_id": asked["task_id"], "operation_id": "send-2", "result": "sent"},
+                    {
+                        "task_id": asked["task_id"],
+                        "operation_id": "send-2",
+                        "result": {"sent": True},
+                    },
                 )
             )
             assert done["execution_status"] == "COMPLETED"
@@ -158,7 +162,7 @@ def test_an_approval_is_never_reported_for_other_content(server: LiveServer) -> 
                 )
             )
             assert other["error_code"] == "ERR_IDEMPOTENCY_KEY_REUSED"
-            assert other["field"] == "diagnostic_bundle.input_snapshot"
+            assert other["field"] == "question"  # the tool's own argument
             assert other["task_id"] == asked["task_id"]
 
     asyncio.run(agent())

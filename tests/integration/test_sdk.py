@@ -368,18 +368,27 @@ def test_votes_through_the_sdk_and_a_wait_that_returns_at_the_quorum(sdk: Any) -
     agent, first, second = sdk("producer"), sdk("reviewer"), sdk("reviewer")
     task = escalate(agent, "votes-" + uuid.uuid4().hex[:6], approval_rule={"approvals": 2})
     assert task.approval_progress is not None
-    assert task.approval_progress["required"] == 2
+    assert task.approval_progress.required == 2
     decided: list[Task] = []
     waiter = threading.Thread(
         target=lambda: decided.append(agent.wait_for_decision(task, timeout=30))
     )
     waiter.start()
-    with pytest.raises(DecidedByVotes):
+    with pytest.raises(DecidedByVotes) as by_votes:
         first.claim(task)
+    # The message names the SDK call to make; the problem keeps the server's words.
+    assert "client.vote(...)" in by_votes.value.message
+    assert "POST /tasks" not in by_votes.value.message
+    assert f"POST /tasks/{task.id}/votes" in by_votes.value.problem["message"]
     one = first.vote(first.get_task(task), decision="APPROVED")
     assert one.status == "PENDING_REVIEW"
     assert one.approval_progress is not None
-    assert one.approval_progress["text"] == "1 of 2 approvals"
+    assert one.approval_progress.text == "1 of 2 approvals"
+    # Typed, and every field the server sends is named (nothing left in model_extra).
+    (vote,) = one.votes or []
+    assert (vote.decision, vote.revision, vote.digest) == ("APPROVED", 1, one.digest)
+    assert not vote.model_extra
+    assert not one.approval_progress.model_extra
     with pytest.raises(AlreadyVoted):
         first.vote(one, decision="REJECTED", notes="second thoughts")
     assert first.vote(one, decision="APPROVED").approval_progress == one.approval_progress
@@ -389,7 +398,7 @@ def test_votes_through_the_sdk_and_a_wait_that_returns_at_the_quorum(sdk: Any) -
     waiter.join(timeout=30)
     assert done.is_approved
     assert [t.is_approved for t in decided] == [True]
-    assert [v["voter"] for v in decided[0].votes or []] == [
-        first.get_task(task).votes[0]["voter"],  # type: ignore[index]
+    assert [v.voter for v in decided[0].votes or []] == [
+        (first.get_task(task).votes or [])[0].voter,
         done.operator_id,
     ]

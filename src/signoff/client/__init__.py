@@ -73,6 +73,7 @@ from signoff.client._guard import (
 )
 from signoff.client._models import (
     Action,
+    ApprovalProgress,
     AuditEvent,
     Decision,
     Diff,
@@ -81,6 +82,7 @@ from signoff.client._models import (
     Task,
     TaskPage,
     TaskStatus,
+    Vote,
     VoteReceipt,
     WebhookEndpoint,
     WebhookEvent,
@@ -94,6 +96,7 @@ __all__ = [
     "ApiError",
     "ApprovalExpired",
     "ApprovalNotValid",
+    "ApprovalProgress",
     "AsyncExecutionRun",
     "AsyncSignoff",
     "AuditEvent",
@@ -144,6 +147,7 @@ __all__ = [
     "TaskStatus",
     "Unauthorized",
     "ValidationFailed",
+    "Vote",
     "VoteReceipt",
     "WebhookEndpoint",
     "WebhookEvent",

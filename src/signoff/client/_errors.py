@@ -49,6 +49,7 @@ Catch ``ApiError`` for every refusal, or the narrowest class you can act on.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -424,11 +425,34 @@ BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
+#: API routes a server message may name, and the client method that calls each: the
+#: exception's message names the call this SDK's user makes (``client.vote(...)``, not
+#: ``POST /tasks/{id}/votes``); ``problem`` keeps the server's words. The TypeScript SDK's
+#: table is generated from this one (camelCase).
+ROUTE_CALLS: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/tasks/{id}/votes", "vote"),
+    ("POST", "/tasks/{id}/lease/renew", "renew"),
+    ("POST", "/tasks/{id}/claim", "claim"),
+    ("POST", "/tasks/{id}/resolve", "resolve"),
+    ("PUT", "/tasks/{id}/subject", "revise"),
+    ("POST", "/tasks/{id}/execute", "execution"),
+)
+
+
+def in_sdk_words(message: str) -> str:
+    """``message`` with every API route it names replaced by the client call."""
+    for method, route, call in ROUTE_CALLS:
+        pattern = re.escape(f"{method} {route}").replace(re.escape("{id}"), r"[^/\s)`]+")
+        message = re.sub(pattern, f"client.{call}(...)", message)
+    return message
+
+
 def error_from_response(status: int, body: Any) -> ApiError:
     """The exception for one problem answer (``body`` is its parsed JSON, or anything)."""
     problem: dict[str, Any] = body if isinstance(body, dict) else {}
     code = str(problem.get("error_code") or f"HTTP_{status}")
     message = str(problem.get("message") or problem.get("detail") or f"HTTP {status}")
+    message = in_sdk_words(message)
     kind = BY_CODE.get(code) or BY_STATUS.get(status)
     if kind is None:
         kind = ServerError if status >= 500 else ApiError

@@ -8,6 +8,7 @@ raises instead, and the function does not run.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from signoff.client._digests import _plain, digest
-from signoff.client._errors import SignoffError
+from signoff.client._errors import ApiError, DecisionTimeout, SignoffError
 from signoff.client._models import Task
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ R = TypeVar("R")
 
 #: Stored as the action's result: what the function returned (JSON-plain when it can be).
 RETURNED = "returned"
+#: How many times one call may be asked anew after its earlier tasks were cancelled.
+MAX_ASKS = 100
 
 
 class NotApproved(SignoffError):
@@ -108,7 +111,11 @@ class _Guard:
         attempted: Sequence[Mapping[str, Any]] | None,
         verdict: Mapping[str, Any] | None,
         assigned_group: str | None,
+        timeout_seconds: int | None = None,
+        on_timeout: str = "reject",
     ) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.on_timeout = on_timeout
         self.reason = reason
         self.entity_type = entity_type
         self.timeout = timeout
@@ -116,10 +123,14 @@ class _Guard:
         self.verdict = verdict
         self.assigned_group = assigned_group
 
-    def escalation(self, subject: dict[str, Any], headline: dict[str, Any]) -> dict[str, Any]:
+    def escalation(
+        self, subject: dict[str, Any], headline: dict[str, Any], ask: int = 1
+    ) -> dict[str, Any]:
         # The same call (same function, same arguments) is the same escalation: a re-run
         # after a crash finds its task and its execution again instead of asking twice.
+        # ``ask`` > 1: the call's earlier tasks were cancelled, so it is asked anew.
         name = f"{subject['function']}:{digest(subject)[:32]}"
+        key = f"guard:{name}" if ask == 1 else f"guard:{name}#{ask}"
         attempted = self.attempted or [
             {
                 "action": f"call {subject['function']}",
@@ -127,8 +138,12 @@ class _Guard:
                 "result": "held until a person approves these arguments",
             }
         ]
+        limit = {}
+        if self.timeout_seconds is not None:
+            limit = {"timeout_seconds": self.timeout_seconds, "on_timeout": self.on_timeout}
         return {
-            "key": f"guard:{name}",
+            **limit,
+            "key": key,
             "entity_type": self.entity_type,
             "entity_id": name,
             "reason_code": self.reason,
@@ -158,6 +173,37 @@ class _Guard:
             raise NotApproved(f"{where} does not approve these arguments", task=task)
 
 
+def _asked(
+    client: Signoff, guard: _Guard, subject: dict[str, Any], headline: dict[str, Any]
+) -> tuple[Task, dict[str, Any]]:
+    """The call's live task (escalated now or before) and its escalation. A task that was
+    cancelled (the caller gave up on it) is never reused: the call is asked anew."""
+    for ask in range(1, MAX_ASKS + 1):
+        escalation = guard.escalation(subject, headline, ask)
+        task = client.escalate(**escalation)
+        if task.status != "CANCELLED":
+            break
+    return task, escalation
+
+
+async def _aasked(
+    client: AsyncSignoff, guard: _Guard, subject: dict[str, Any], headline: dict[str, Any]
+) -> tuple[Task, dict[str, Any]]:
+    """:func:`_asked` with an :class:`AsyncSignoff`."""
+    for ask in range(1, MAX_ASKS + 1):
+        escalation = guard.escalation(subject, headline, ask)
+        task = await client.escalate(**escalation)
+        if task.status != "CANCELLED":
+            break
+    return task, escalation
+
+
+GAVE_UP = (
+    "the caller stopped waiting, so the task was cancelled: a later approval must not "
+    "authorise a call nobody is waiting for (the same call again asks anew)"
+)
+
+
 def _stored(run: Any) -> Any:
     """What an earlier run of this very call returned (it completed: do not run again)."""
     for action in run.execution.actions if run.execution else ():
@@ -184,6 +230,8 @@ def requires_approval(
     attempted: Sequence[Mapping[str, Any]] | None = None,
     verdict: Mapping[str, Any] | None = None,
     assigned_group: str | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function that must not run before a person approves the call.
 
@@ -195,19 +243,35 @@ def requires_approval(
     that is not JSON comes back as None). Raises :class:`Rejected`,
     :class:`RevisionRequested`, :class:`ApprovalExpired` or
     :class:`~signoff.client.DecisionTimeout`; the function then has not run.
+
+    ``timeout_seconds`` is the producer's time limit on the server (``on_timeout``:
+    ``reject``, ``expire`` or ``escalate``; never an approval). When the caller gives up
+    locally — ``timeout`` runs out, or the wait is interrupted — the task is cancelled, so
+    a later approval never authorises a call nobody re-reviewed; the same call again is
+    asked anew.
     """
     guard = _Guard(
         reason=reason, entity_type=entity_type, timeout=timeout, attempted=attempted,
-        verdict=verdict, assigned_group=assigned_group,
+        verdict=verdict, assigned_group=assigned_group, timeout_seconds=timeout_seconds,
+        on_timeout=on_timeout,
     )  # fmt: skip
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(function)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
             subject = _subject(function, args, kwargs)
-            escalation = guard.escalation(subject, _headline(function, subject["arguments"]))
-            task = client.escalate(**escalation)
-            task = client.wait_for_decision(task.id, timeout=guard.timeout)
+            headline = _headline(function, subject["arguments"])
+            task, escalation = _asked(client, guard, subject, headline)
+            try:
+                task = client.wait_for_decision(task.id, timeout=guard.timeout)
+            except (DecisionTimeout, KeyboardInterrupt) as gave_up:
+                try:
+                    client.cancel(task.id)
+                except ApiError:
+                    pass  # decided or closed meanwhile: the same call again finds it
+                else:
+                    gave_up.add_note(GAVE_UP)
+                raise
             guard.verdict_on(task, subject)
             with client.execution(task.id, subject=subject, operation_id=escalation["key"]) as run:
                 if not run.pending:
@@ -230,20 +294,32 @@ def arequires_approval(
     attempted: Sequence[Mapping[str, Any]] | None = None,
     verdict: Mapping[str, Any] | None = None,
     assigned_group: str | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """:func:`requires_approval` for ``async def`` functions, with an :class:`AsyncSignoff`."""
     guard = _Guard(
         reason=reason, entity_type=entity_type, timeout=timeout, attempted=attempted,
-        verdict=verdict, assigned_group=assigned_group,
+        verdict=verdict, assigned_group=assigned_group, timeout_seconds=timeout_seconds,
+        on_timeout=on_timeout,
     )  # fmt: skip
 
     def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         @functools.wraps(function)
         async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
             subject = _subject(function, args, kwargs)
-            escalation = guard.escalation(subject, _headline(function, subject["arguments"]))
-            task = await client.escalate(**escalation)
-            task = await client.wait_for_decision(task.id, timeout=guard.timeout)
+            headline = _headline(function, subject["arguments"])
+            task, escalation = await _aasked(client, guard, subject, headline)
+            try:
+                task = await client.wait_for_decision(task.id, timeout=guard.timeout)
+            except (DecisionTimeout, asyncio.CancelledError) as gave_up:
+                try:
+                    await asyncio.shield(client.cancel(task.id))
+                except ApiError:
+                    pass  # decided or closed meanwhile: the same call again finds it
+                else:
+                    gave_up.add_note(GAVE_UP)
+                raise
             guard.verdict_on(task, subject)
             async with client.execution(
                 task.id, subject=subject, operation_id=escalation["key"]

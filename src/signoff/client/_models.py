@@ -39,6 +39,8 @@ Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
 TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+#: The principal that decides a task when the producer's time limit runs out.
+TIMEOUT_ACTOR = "signoff-sweeper"
 #: Statuses in which a task waits for a person.
 ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset({"PENDING_REVIEW", "CLAIMED"})
 
@@ -94,6 +96,35 @@ class VoteReceipt(_Model):
     text: str = ""
 
 
+class Vote(_Model):
+    """One live vote on a task decided by an approval rule."""
+
+    voter: str
+    groups: list[str] = Field(default_factory=list)
+    decision: Annotated[Decision, Lenient]
+    notes: str | None = None
+    revision: int
+    digest: str
+    stage: int
+    at: datetime
+    door: str | None = None
+
+
+class ApprovalProgress(_Model):
+    """Where a task's approval rule stands; ``text`` says it in a sentence."""
+
+    stage: int
+    stage_name: str | None = None
+    stages: int
+    approvals: int
+    required: int
+    waiting_on: list[str] = Field(default_factory=list)
+    against: int = 0
+    met: bool = False
+    outcome: Annotated[Decision | None, Lenient] = None
+    text: str
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -141,10 +172,10 @@ class Task(_Model):
     approval_rule: dict[str, Any] | None = Field(
         default=None, description="Only on a task decided by votes: its approval rule."
     )
-    votes: list[dict[str, Any]] | None = Field(
+    votes: list[Vote] | None = Field(
         default=None, description="Only on a task decided by votes: the live votes."
     )
-    approval_progress: dict[str, Any] | None = Field(
+    approval_progress: ApprovalProgress | None = Field(
         default=None,
         description="Only on a task decided by votes: where its rule stands (`text` says it).",
     )
@@ -165,6 +196,15 @@ class Task(_Model):
     @property
     def is_approved(self) -> bool:
         return self.status == "RESOLVED" and self.decision == "APPROVED"
+
+    @property
+    def timed_out(self) -> bool:
+        """Rejected by the producer's time limit (the sweeper decided), not by a person."""
+        return (
+            self.status == "RESOLVED"
+            and self.decision == "REJECTED"
+            and (self.operator_id == TIMEOUT_ACTOR)
+        )
 
 
 class TaskPage(_Model):

@@ -44,7 +44,9 @@ from signoff.client import (
     Task,
     digest,
 )
-from signoff.client._models import DECISIONS
+from signoff.client import _execute_ops as execute_ops
+from signoff.client import _ops as ops
+from signoff.client._models import DECISIONS, Execution
 from signoff.errors import ErrorCode
 
 __all__ = ["build_server", "main"]
@@ -58,6 +60,20 @@ PROGRESS_EVERY_SECONDS = 10
 URL_ELICITATION = types.ClientCapabilities(
     elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
 )
+#: The API's names of escalation fields → the tools' own argument names, so an error
+#: names what the model passed (longest prefix first).
+TOOL_FIELDS = (
+    ("diagnostic_bundle.evaluator_verdict.confidence_score", "confidence"),
+    ("diagnostic_bundle.evaluator_verdict.threshold", "threshold"),
+    ("diagnostic_bundle.attempted_actions", "attempted_actions"),
+    ("diagnostic_bundle.input_snapshot", "question"),  # the question and its context
+    ("diagnostic_bundle.trace_id", "key"),
+    ("timeout.after_seconds", "timeout_seconds"),
+    ("timeout.outcome", "on_timeout"),
+    ("timeout.group", "timeout_group"),
+    ("idempotency_key", "key"),
+    ("escalation_id", "key"),
+)
 #: Fields of a problem worth passing on to the model, besides code, message and field.
 PROBLEM_DETAILS = ("reason", "task_id", "changed", "missing_fields", "current_revision")
 
@@ -70,11 +86,24 @@ INSTRUCTIONS = (
 )
 
 
+def tool_field(field: str) -> str:
+    """``field`` (as the API names it) as the tools' argument it came from."""
+    for api_name, argument in TOOL_FIELDS:
+        if field == api_name or field.startswith((f"{api_name}.", f"{api_name}[")):
+            return argument + field[len(api_name) :]
+    return field
+
+
 def review_view(
-    task: Task, *, revision: int | None = None, subject_digest: str | None = None
+    task: Task,
+    *,
+    revision: int | None = None,
+    subject_digest: str | None = None,
+    console_url: str = "",
 ) -> dict[str, Any]:
     """What an agent needs to know about a review. A decision is shown only when it is about
-    ``revision`` and the subject of ``subject_digest``, when given."""
+    ``revision`` and the subject of ``subject_digest``, when given. ``review_url``: the
+    page where a person decides it."""
     bound = (revision is None or task.current_revision == revision) and (
         subject_digest is None or task.digest == subject_digest
     )
@@ -91,6 +120,7 @@ def review_view(
         "decided_by": task.operator_id if decided else None,
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
+        "review_url": f"{console_url.rstrip('/')}/console/tasks/{task.id}",
     }
 
 
@@ -102,11 +132,18 @@ def error_payload(error: SignoffError) -> dict[str, Any]:
             "status": error.status,
             "message": error.message,
         }
-        fields = [str(e["field"]) for e in error.errors if isinstance(e, dict) and e.get("field")]
-        if fields:
-            payload["field"] = fields[0]
-            payload["errors"] = error.errors
+        errors = [
+            {**e, "field": tool_field(str(e["field"]))}
+            for e in error.errors
+            if isinstance(e, dict) and e.get("field")
+        ]
+        if errors:
+            payload["field"] = errors[0]["field"]
+            payload["errors"] = errors
         payload |= {k: error.problem[k] for k in PROBLEM_DETAILS if error.problem.get(k)}
+        for listed in ("missing_fields", "changed"):
+            if payload.get(listed):
+                payload[listed] = [tool_field(str(f)) for f in payload[listed]]
         return payload
     if isinstance(error, InvalidArgument):
         return {
@@ -115,6 +152,17 @@ def error_payload(error: SignoffError) -> dict[str, Any]:
             "field": error.field,
         }
     return {"error_code": type(error).__name__, "message": error.message}
+
+
+def _json_object(value: Any, field: str) -> dict[str, Any]:
+    """``value`` when it is a JSON object (None: empty); else the tool's own refusal."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidArgument(
+            f"{field} must be a JSON object, not {type(value).__name__}", field=field
+        )
+    return value
 
 
 @contextmanager
@@ -128,6 +176,12 @@ def reporting(api_key: str) -> Iterator[None]:
         if api_key:
             text = text.replace(api_key, "[redacted]")
         raise ToolError(text) from None
+
+
+def _granted(call: ops.Call) -> ops.Op[Execution]:
+    """One call whose answer is an execution grant."""
+    response = yield call
+    return Execution.model_validate(response.json())
 
 
 def _now() -> str:
@@ -159,6 +213,9 @@ def build_server(
         timeout_seconds: int | None = None,
         on_timeout: Literal["reject", "expire", "escalate"] = "reject",
         timeout_group: str | None = None,
+        approval_rule: dict[str, Any] | str | None = None,
+        requested_by: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key and content returns the same review; with a changed ``subject`` it submits a
@@ -168,7 +225,10 @@ def build_server(
         level below which a person must decide. ``timeout_seconds``: if nobody decides
         within it, the review is rejected (``on_timeout`` ``reject``), expires
         (``expire``) or goes to the group ``timeout_group`` (``escalate``); it is never
-        approved for you."""
+        approved for you. ``approval_rule``: decided by votes instead of one person
+        (``{"approvals": 2}``, or an admin's rule by name), ``requested_by`` the person
+        asking (never one of the voters). ``metadata``: your own correlation data, returned
+        with the review and its events."""
         now = _now()
         actions = [
             {
@@ -193,6 +253,9 @@ def build_server(
                     timeout_seconds=timeout_seconds,
                     on_timeout=on_timeout,
                     timeout_group=timeout_group,
+                    approval_rule=approval_rule,
+                    requested_by=requested_by,
+                    metadata=metadata,
                 )
             except IdempotencyKeyReused as reused:
                 existing = reused.task
@@ -203,14 +266,20 @@ def build_server(
                     existing, subject, expected_revision=existing.current_revision or 1
                 )
             wanted = digest(subject) if subject is not None else None
-            return review_view(task, revision=task.current_revision, subject_digest=wanted)
+            return review_view(
+                task,
+                revision=task.current_revision,
+                subject_digest=wanted,
+                console_url=console_url,
+            )
 
     @server.tool()
     async def get_review(task_id: str, revision: int | None = None) -> dict[str, Any]:
         """The review's status; once a person decided, the decision and their notes. Pass the
         ``revision`` request_human_review answered: a decision about another is not one."""
         with reporting(redact):
-            return review_view(await client.get_task(task_id), revision=revision)
+            task = await client.get_task(task_id)
+            return review_view(task, revision=revision, console_url=console_url)
 
     @server.tool()
     async def wait_for_decision(
@@ -231,12 +300,8 @@ def build_server(
             task, timed_out = await _wait_reporting(ctx, task_id, timeout, revision)
             if shown is not None and not timed_out:
                 await ctx.request_context.session.send_elicit_complete(shown)
-            view = review_view(task, revision=revision)
-            return view | {
-                "timed_out": timed_out,
-                "page_opened": shown is not None,
-                "review_url": f"{console_url}/console/tasks/{task.id}",
-            }
+            view = review_view(task, revision=revision, console_url=console_url)
+            return view | {"timed_out": timed_out, "page_opened": shown is not None}
 
     async def _show_person(ctx: Context, task_id: str) -> str | None:
         """Ask the client to open the review page; the elicitation's id when it did. A
@@ -299,34 +364,77 @@ def build_server(
                 "digest": run.digest,
                 "pending_actions": run.pending,
                 "already_completed": run.completed,
+                "execution_token": run.token,
+                "review_url": f"{console_url}/console/tasks/{run.task_id}",
             }
 
     @server.tool()
     async def complete_execution(
-        task_id: str, operation_id: str, succeeded: bool = True, result: str = ""
+        task_id: str,
+        operation_id: str,
+        succeeded: bool = True,
+        result: Any = None,
+        execution_token: str | None = None,
     ) -> dict[str, Any]:
         """After acting on what begin_execution allowed: report that it ``succeeded`` (or
-        not), with a short ``result``."""
+        not), with ``result`` a JSON object (what you did, or the error). From another
+        session than begin_execution's, pass the ``execution_token`` it answered."""
         with reporting(redact):
-            run = runs.pop((task_id, operation_id), None)
+            outcome = _json_object(result, "result")  # refused before anything is closed
+            run = runs.get((task_id, operation_id))
             if run is None:
-                raise InvalidArgument(
-                    "no execution of this task and operation_id was begun in this session; "
-                    "call begin_execution first",
-                    field="operation_id",
+                execution = await _complete_elsewhere(
+                    task_id, operation_id, execution_token, succeeded, outcome
                 )
-            execution = None
-            for action_id in run.pending:
-                if succeeded:
-                    execution = await run.complete(action_id, {"result": result})
-                else:
-                    execution = await run.fail(action_id, {"error": result})
-            await run.__aexit__(None, None, None)
+            else:
+                execution = None
+                for action_id in run.pending:
+                    if succeeded:
+                        execution = await run.complete(action_id, outcome)
+                    else:
+                        execution = await run.fail(action_id, outcome)
+                runs.pop((task_id, operation_id), None)
+                await run.__aexit__(None, None, None)
             return {
                 "task_id": task_id,
                 "operation_id": operation_id,
                 "execution_status": execution.execution_status if execution else "COMPLETED",
+                "review_url": f"{console_url}/console/tasks/{task_id}",
             }
+
+    async def _complete_elsewhere(
+        task_id: str,
+        operation_id: str,
+        token: str | None,
+        succeeded: bool,
+        outcome: dict[str, Any],
+    ) -> Execution | None:
+        """Report an execution begun in another session, under its fencing token."""
+        if not token:
+            raise InvalidArgument(
+                "no execution of this task and operation_id was begun in this session; "
+                "pass the execution_token begin_execution answered, or call it first",
+                field="execution_token",
+            )
+        runner = client._runner  # the SDK's own operations, by token
+        # The token proves this caller holds the live execution (a fenced one is refused);
+        # the same operation then takes it back with its actions, as a restarted executor
+        # does, for the revision and digest the gate approved.
+        await runner.run(execute_ops.renew_execution(task_id, token))
+        task = await client.get_task(task_id)
+        body = {"revision": task.approved_revision, "digest": task.approved_digest,
+                "operation_id": operation_id}  # fmt: skip
+        segment = ops.segment(task_id, "task_id")
+        grant = ops.Call("POST", f"/tasks/{segment}/execute", json=body, retry=True, has_body=True)
+        execution: Execution = await runner.run(_granted(grant))
+        for action in [a for a in execution.actions if a.status != "COMPLETED"]:
+            execution = await runner.run(
+                execute_ops.finish_action(
+                    task_id, action.id, succeeded=succeeded, operation_id=operation_id,
+                    result=outcome, token=execution.execution_token or token,
+                )
+            )  # fmt: skip
+        return execution
 
     return server
 

@@ -1,0 +1,73 @@
+/**
+ * The OpenAI Agents SDK for JavaScript (`@openai/agents`): a run's tool-approval
+ * interruptions are answered by Signoff decisions. Keep `result.state.toString()` while a
+ * person decides; a restarted process restores it (`RunState.fromString`), calls
+ * `answerInterruptions` again — the same tool call is the same task (its key is the call
+ * id), so it finds the task and its decision instead of asking twice — and resumes the run.
+ *
+ * Typed structurally: this module imports nothing of `@openai/agents`.
+ */
+import type { Signoff } from "../client.js";
+import type { Task } from "../models.js";
+import { ask, decide, type ApprovalPolicy } from "./ai.js";
+
+export type { ApprovalPolicy } from "./ai.js";
+
+/** An interruption of a run: a tool call waiting for approval. */
+export interface ToolApprovalInterruption {
+  type?: string;
+  toolName?: string;
+  rawItem: { callId?: string; id?: string; name?: string; arguments?: string };
+}
+
+/** The run state's approval methods. */
+export interface ApprovingState<I> {
+  approve(item: I, options?: { alwaysApprove?: boolean }): void;
+  reject(item: I, options?: { alwaysReject?: boolean; message?: string }): void;
+}
+
+function parsed(text: string | undefined): unknown {
+  if (!text) return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function call(item: ToolApprovalInterruption): [string, string, unknown] {
+  const callId = item.rawItem.callId ?? item.rawItem.id;
+  const name = item.toolName ?? item.rawItem.name;
+  if (!callId || !name) throw new TypeError("an interruption without a tool call id or name cannot be escalated");
+  return [name, callId, parsed(item.rawItem.arguments)];
+}
+
+/** Escalate every interruption without waiting (idempotent by its call id): the tasks. */
+export function askForInterruptions(
+  client: Signoff,
+  interruptions: readonly ToolApprovalInterruption[],
+  policy: ApprovalPolicy,
+): Promise<Task[]> {
+  return Promise.all(interruptions.map((item) => ask(client, policy, ...call(item))));
+}
+
+/**
+ * Escalate every interruption (idempotent by its call id), wait for each decision and
+ * approve or reject it on `state`: approved only when a person approved exactly this call.
+ * Returns the decided tasks, in the interruptions' order.
+ */
+export async function answerInterruptions<I extends ToolApprovalInterruption>(
+  client: Signoff,
+  interruptions: readonly I[],
+  state: ApprovingState<I>,
+  policy: ApprovalPolicy,
+): Promise<Task[]> {
+  const decided: Task[] = [];
+  for (const item of interruptions) {
+    const task = await decide(client, policy, ...call(item));
+    if (task.status === "RESOLVED" && task.decision === "APPROVED") state.approve(item);
+    else state.reject(item, { message: task.notes ?? `${task.decision ?? task.status} in Signoff` });
+    decided.push(task);
+  }
+  return decided;
+}

@@ -1,0 +1,13 @@
+export { Signoff, contentChanges, escalationBody } from "./client.js";
+export type { DecideOptions, EscalateOptions, TaskFilters } from "./client.js";
+export { canonicalJson, digest, escalationIds, precheckHash, sha256Hex, ESCALATION_NAMESPACE } from "./digest.js";
+export * from "./errors.js";
+export * from "./errors.generated.js";
+export { ExecutionRun } from "./execution.js";
+export type { ExecutionOptions } from "./execution.js";
+export * from "./models.js";
+export type { ClientOptions } from "./transport.js";
+export { reconnectPause, MAX_WAIT_SECONDS } from "./wait.js";
+export type { WaitOptions } from "./wait.js";
+export { verifyEvent, standardSignature, xSignature256 } from "./webhooks.js";
+export type { VerifyOptions } from "./webhooks.js";

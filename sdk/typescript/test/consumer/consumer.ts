@@ -1,0 +1,33 @@
+// Compiled by tests/integration/test_typescript_package.py with `tsc --strict` against the
+// package's built declarations (dist/*.d.ts), as an application would import it.
+import {
+  ApprovalNotValid,
+  isTimedOut,
+  Signoff,
+  verifyEvent,
+  type ApprovalProgress,
+  type Decision,
+  type Task,
+  type Vote,
+} from "@signoff/sdk";
+
+export async function agent(url: string, key: string): Promise<Decision | null | undefined> {
+  const client = new Signoff(url, key, { retries: 2 });
+  const task: Task = await client.escalate({
+    key: "order-42", entityType: "order", entityId: "42", reasonCode: "REFUND_REVIEW",
+    attemptedActions: [], evaluatorVerdict: {}, inputSnapshot: {}, traceId: "t",
+    subject: { amount_eur: 50 }, timeoutSeconds: 3600, onTimeout: "expire",
+  });
+  const decided = await client.waitForDecision(task, { timeoutSeconds: 60 });
+  const votes: Vote[] = decided.votes ?? [];
+  const progress: ApprovalProgress | null | undefined = decided.approval_progress;
+  if (isTimedOut(decided) || votes.length > 0 || progress?.met) return decided.decision;
+  try {
+    await client.withExecution(task, { subject: { amount_eur: 50 }, operationId: "pay-42" }, async (run) => run.pending);
+  } catch (error) {
+    if (error instanceof ApprovalNotValid) return error.reason === "STALE_DIGEST" ? null : undefined;
+    throw error;
+  }
+  const event = await verifyEvent(new Headers(), "{}", ["whsec_x"]);
+  return event.data.decision;
+}
