@@ -24,7 +24,11 @@ from signoff.integrations.langgraph import (
     resume_when_decided,
     thread_config,
 )
+from tests.integration.test_timeouts import timed
+from tests.integration.test_waiting import sweep
 from tests.support import LiveServer
+
+__all__ = ["timed"]  # the fixture, shared with test_timeouts.py
 
 
 class State(TypedDict, total=False):
@@ -149,3 +153,41 @@ def test_an_async_graph_waits_for_the_editor_the_same_way(server: LiveServer) ->
 
     result = asyncio.run(story())
     assert result["published"] == "REJECTED"
+
+
+def test_the_producers_time_limit_rejects_a_waiting_thread_and_says_it_was_no_person(
+    timed: LiveServer,
+) -> None:
+    server = timed
+    slug = f"a-{uuid.uuid4().hex[:8]}"
+    with Signoff(server.base_url, str(server.new_client("producer").key), backoff=0) as agent:
+
+        def review(state: State) -> State:
+            task = request_approval(
+                agent,
+                subject=state["article"],
+                entity=("article", slug),
+                reason="EDITORIAL_REVIEW",
+                attempted=[{"action": "lint", "executed_at": datetime.now(UTC), "result": "ok"}],
+                verdict={"confidence_score": 0.3, "threshold": 0.8},
+                timeout_seconds=600,
+                on_timeout="reject",
+            )
+            return {"task_id": task.id, "published": str(task.decision)}
+
+        graph = StateGraph(State)
+        graph.add_node("review", review)
+        graph.add_edge(START, "review")
+        graph.add_edge("review", END)
+        app = graph.compile(checkpointer=InMemorySaver())
+        config = thread_config(f"thread-{slug}")
+        app.invoke({"article": {"title": "Rates", "actions": [{"id": "publish"}]}}, config)
+        waiting = pending_approval(app, config)
+        assert waiting is not None
+        assert agent.get_task(waiting["task_id"]).deadline_at is not None  # the limit went along
+        server.clock.advance(600)
+        assert sweep(server) == 1
+        result = resume_when_decided(app, config, agent, timeout=60)
+        assert result["published"] == "REJECTED"
+        task = agent.get_task(waiting["task_id"])
+        assert task.timed_out

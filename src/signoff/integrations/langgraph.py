@@ -172,6 +172,9 @@ def request_approval(
     summary: Mapping[str, Any] | None = None,
     policy: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
+    timeout_group: str | None = None,
 ) -> Task:
     """Inside a LangGraph node: have a person decide on ``subject``; return the decided task.
 
@@ -180,12 +183,20 @@ def request_approval(
     subject (a figure moved after the approval), the task gets a new revision and goes back
     to review. Returns a task that is RESOLVED about exactly this subject (check
     ``task.decision``), or EXPIRED/CANCELLED. For async nodes: :func:`arequest_approval`.
+
+    ``timeout_seconds`` is the producer's time limit on the server, as in
+    :meth:`Signoff.escalate`: nobody decided within it, the task is rejected
+    (``on_timeout="reject"``; ``task.timed_out`` tells it from a person's rejection),
+    expires (``"expire"``) or goes to ``timeout_group`` (``"escalate"``); never approved.
+    The graph waits in an interrupt, not in a local wait, so nothing is cancelled when the
+    caller stops: the thread resumes with whatever the task became.
     """
     arguments, thread_id, node = _escalation(
         subject=subject, entity=entity, reason=reason, attempted=attempted, verdict=verdict,
         input_snapshot=input_snapshot, key=key, trace_id=trace_id, metadata=metadata,
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
+        timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
     )  # fmt: skip
     try:
         task = client.escalate(**arguments)
@@ -223,6 +234,9 @@ async def arequest_approval(
     summary: Mapping[str, Any] | None = None,
     policy: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str = "reject",
+    timeout_group: str | None = None,
 ) -> Task:
     """:func:`request_approval` for async nodes, with an :class:`AsyncSignoff`."""
     arguments, thread_id, node = _escalation(
@@ -230,6 +244,7 @@ async def arequest_approval(
         input_snapshot=input_snapshot, key=key, trace_id=trace_id, metadata=metadata,
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
+        timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
     )  # fmt: skip
     try:
         task = await client.escalate(**arguments)
