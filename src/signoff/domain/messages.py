@@ -6,12 +6,17 @@ and the decision link."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
+
+from babel.dates import format_datetime, format_timedelta
 
 #: How many top-level fields of the input snapshot a message shows.
 SNAPSHOT_FIELDS = 8
 #: Longest single value shown, in characters.
 MAX_SHOWN = 300
+#: Most lines a nested value of the input snapshot is spread over.
+MAX_NESTED_LINES = 20
 
 
 def one_line(value: object) -> str:
@@ -33,14 +38,40 @@ KIND_TITLES = {
 }
 
 
+def when_text(at: datetime | str | None, now: datetime) -> str:
+    """A moment as people read it: ``5 Dec, 14:05 UTC (in 3 hours)``."""
+    if at is None:
+        return "none"
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    day = format_datetime(at, "d MMM, HH:mm", tzinfo=UTC, locale="en")
+    if at.astimezone(UTC).year != now.astimezone(UTC).year:
+        day = format_datetime(at, "d MMM yyyy, HH:mm", tzinfo=UTC, locale="en")
+    relative = format_timedelta(at - now, add_direction=True, locale="en")
+    return f"{day} UTC ({relative})"
+
+
+def _nested_lines(key: str, value: Any) -> list[str]:
+    """A nested value on one line when it fits, else spread over indented lines."""
+    flat = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if len(flat) <= MAX_SHOWN:
+        return [f"  {key}: {one_line(flat)}"]
+    spread = json.dumps(value, ensure_ascii=False, indent=2).splitlines()
+    lines = [f"  {key}:"] + [f"    {one_line(line)}" for line in spread[:MAX_NESTED_LINES]]
+    if len(spread) > MAX_NESTED_LINES:
+        lines.append(f"    ({len(spread) - MAX_NESTED_LINES} more lines in the console)")
+    return lines
+
+
 def snapshot_lines(task: dict[str, Any]) -> list[str]:
     snapshot = task["diagnostic_bundle"].get("input_snapshot") or {}
     lines = []
     for key, value in list(snapshot.items())[:SNAPSHOT_FIELDS]:
-        shown = value
-        if not (isinstance(value, str | int | float | bool) or value is None):
-            shown = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-        lines.append(f"  {one_line(key)}: {one_line(shown)}")
+        if isinstance(value, str | int | float | bool) or value is None:
+            lines.append(f"  {one_line(key)}: {one_line(value)}")
+        else:
+            lines += _nested_lines(one_line(key), value)
     return lines
 
 
@@ -65,17 +96,30 @@ def summary_lines(task: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_notification(task: dict[str, Any], *, kind: str, link: str | None) -> tuple[str, str]:
+def headline_lines(task: dict[str, Any]) -> list[str]:
+    """The task's headline, then its key fields indented."""
+    headline = task.get("headline") or {}
+    return [
+        one_line(headline_title(task)),
+        *[f"  {one_line(f['label'])}: {one_line(f['text'])}" for f in headline.get("fields", [])],
+    ]
+
+
+def headline_title(task: dict[str, Any]) -> str:
+    headline = task.get("headline") or {}
+    return str(headline.get("title") or f"{task['entity_type']} {task['entity_id']}")
+
+
+def render_notification(
+    task: dict[str, Any], *, kind: str, link: str | None, now: datetime
+) -> tuple[str, str]:
     """Subject line and plain-text body of a notification e-mail."""
     title = KIND_TITLES.get(kind, "Review update")
-    headline = task.get("headline") or {}
-    what = headline.get("title") or f"{task['entity_type']} {task['entity_id']}"
-    subject = one_line(f"[Signoff] {title}: {what} ({task['reason_code']})")
+    subject = one_line(f"[Signoff] {title}: {headline_title(task)} ({task['reason_code']})")
     lines = [
         f"{title}.",
         "",
-        one_line(what),
-        *[f"  {one_line(f['label'])}: {one_line(f['text'])}" for f in headline.get("fields", [])],
+        *headline_lines(task),
         "",
         f"Entity: {one_line(task['entity_type'])} {one_line(task['entity_id'])}",
         f"Reason: {one_line(task['reason_code'])}",
@@ -86,7 +130,7 @@ def render_notification(task: dict[str, Any], *, kind: str, link: str | None) ->
         *summary_lines(task),
         "",
         f"Escalation level: {task['escalation_level']}; "
-        f"next deadline: {task.get('deadline_at') or 'none'}",
+        f"next deadline: {when_text(task.get('deadline_at'), now)}",
     ]
     if link:
         lines += [

@@ -25,6 +25,8 @@ class User:
     updated_at: datetime
     oidc_issuer: str | None = None
     oidc_subject: str | None = None
+    #: How they hear of work (:mod:`signoff.domain.notify_choice`).
+    notify: str = "each"
 
     @property
     def principal(self) -> Principal:
@@ -42,6 +44,7 @@ class User:
             "email": self.email,
             "source": self.source,
             "has_password": self.password_hash is not None,
+            "notify": self.notify,
             "disabled": self.disabled_at is not None,
             "disabled_at": self.disabled_at,
             "created_at": self.created_at,

@@ -4,6 +4,7 @@ each approver's with a personal resume link, and the notifier's claims on them."
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import uuid
 from collections.abc import Sequence
@@ -13,11 +14,13 @@ from typing import Any
 from signoff.crypto import SecretUnavailable
 from signoff.domain.clock import rfc3339
 from signoff.domain.messages import render_notification
+from signoff.domain.notify_choice import NONE, notify_choice
 from signoff.domain.policies import policy_from_json
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
+from signoff.store import digest_outbox
 from signoff.store import waiting as store
 from signoff.store.runtime.database import UnitOfWork
 
@@ -31,20 +34,35 @@ def hash_resume_token(token: str) -> str:
 LINK_PLACEHOLDER = "\x1eresume-link\x1e"
 
 
+def digest_link_placeholder(number: int) -> str:
+    """Where a digest's ``number``-th link goes (its tokens are a JSON list, in order)."""
+    return f"\x1eresume-link:{number}\x1e"
+
+
 def notification_body(ctx: ServiceContext, row: dict[str, Any]) -> str:
-    """The e-mail body to send: the stored body with its resume link rebuilt from the
-    encrypted token (the link exists only in memory, while sending).
+    """The e-mail body to send: the stored body with its resume links rebuilt from the
+    encrypted tokens (a link exists only in memory, while sending).
 
     Raises:
-        SecretUnavailable: this process's keys cannot decrypt the token.
+        SecretUnavailable: this process's keys cannot decrypt a token.
     """
     body = str(row["body"])
+    base = f"{ctx.settings.public_base_url.rstrip('/')}/r/"
+    if row["kind"] == "digest":
+        stored = json.loads(row["resume_token"]) if row.get("resume_token") else []
+        for number, sealed in enumerate(stored):
+            placeholder = digest_link_placeholder(number)
+            if placeholder in body:
+                body = body.replace(placeholder, base + ctx.keyring.decrypt(sealed))
+        if "\x1eresume-link" in body:
+            raise SecretUnavailable("a digest's resume token is gone")
+        return body
     if LINK_PLACEHOLDER not in body:
         return body
     if not row.get("resume_token"):
         raise SecretUnavailable("the notification's resume token is gone")
     token = ctx.keyring.decrypt(row["resume_token"])
-    return body.replace(LINK_PLACEHOLDER, f"{ctx.settings.public_base_url.rstrip('/')}/r/{token}")
+    return body.replace(LINK_PLACEHOLDER, base + token)
 
 
 async def notify(
@@ -60,7 +78,8 @@ async def notify(
     reviewer or supervisor named by ``targets``, each with a fresh resume link bound to the
     task and to them, valid until the task would expire. The producer is never sent a link
     (nobody approves their own escalation). Without ``SIGNOFF_SMTP_HOST`` nothing is queued.
-    Returns how many were queued."""
+    A person who chose a digest has theirs held until their digest is due; one who chose
+    none is not queued anything. Returns how many were queued."""
     if ctx.settings.smtp_host is None or not targets:
         return 0
     recipients = await store.reviewers_for(uow.connection, targets)
@@ -78,6 +97,13 @@ async def notify(
     for recipient in recipients:
         if recipient["principal_id"] == task.producer_id or not recipient["email"]:
             continue
+        choice = notify_choice(recipient["notify"])
+        if choice.value == NONE:
+            continue
+        status, send_at = "PENDING", now
+        if choice.every is not None:
+            held = await digest_outbox.held_until(uow.connection, recipient["principal_id"])
+            status, send_at = digest_outbox.HELD, held or now + choice.every
         link, stored_token = None, None
         if kind != "expired":
             token = secrets.token_urlsafe(24)  # 192 bits
@@ -92,7 +118,7 @@ async def notify(
             # No usable link at rest: the body gets a placeholder, and the token is
             # kept encrypted until the message is sent (see notification_body).
             link, stored_token = LINK_PLACEHOLDER, ctx.keyring.encrypt(token)
-        subject, body = render_notification(view, kind=kind, link=link)
+        subject, body = render_notification(view, kind=kind, link=link, now=now)
         rows.append(
             {
                 "id": uuid.uuid4(),
@@ -103,9 +129,9 @@ async def notify(
                 "subject": subject,
                 "body": body,
                 "resume_token": stored_token,
-                "status": "PENDING",
+                "status": status,
                 "attempts": 0,
-                "next_attempt_at": now,
+                "next_attempt_at": send_at,
                 "created_at": now,
             }
         )

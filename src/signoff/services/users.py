@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from signoff.domain.names import normal_name
+from signoff.domain.notify_choice import parse_notify_choice
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.domain.users import User
@@ -215,11 +216,14 @@ async def update_user(
     role: Role | None = None,
     groups: list[str] | None = None,
     email: str | None = None,
+    notify: str | None = None,
 ) -> User:
     """Change a user (admins only). Disabling ends every session of the user at once;
     changing the role or groups applies from the user's next request."""
     require_role(caller, USER_MANAGERS, "manage users")
     now = ctx.now()
+    if notify is not None:
+        notify = parse_notify_choice(notify)
     async with ctx.database.transaction() as uow:
         conn = uow.connection
         user = await _existing(conn, principal_id)
@@ -234,6 +238,8 @@ async def update_user(
             values["role"] = role.value
         if groups is not None:
             values["groups"] = groups
+        if notify is not None:
+            values["notify"] = notify
         if email is not None:
             if await store.email_in_use(conn, email, other_than=principal_id):
                 raise Conflict(
@@ -258,6 +264,24 @@ async def update_user(
         changed=sorted(k for k in values if k != "updated_at"),
         sessions_ended=ended,
     )
+    return updated
+
+
+async def set_own_notify_choice(ctx: ServiceContext, caller: Principal, notify: str) -> User:
+    """A signed-in person chooses how they hear of work (any role, their own account).
+
+    Raises:
+        Unprocessable: ``ERR_VALIDATION`` on ``notify`` for a value not offered.
+        NotFound: ``ERR_USER_NOT_FOUND`` when the caller has no console account.
+    """
+    choice = parse_notify_choice(notify)
+    async with ctx.database.transaction() as uow:
+        user = await _existing(uow.connection, caller.principal_id)
+        updated = await store.update_user(
+            uow.connection, user.id, notify=choice, updated_at=ctx.now()
+        )
+        await uow.commit()
+    log.info("user.notify_chosen", principal_id=caller.principal_id, notify=choice)
     return updated
 
 

@@ -35,6 +35,7 @@ def _user(row: Any) -> User:
         updated_at=row.updated_at,
         oidc_issuer=row.oidc_issuer,
         oidc_subject=row.oidc_subject,
+        notify=row.notify,
     )
 
 

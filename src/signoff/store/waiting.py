@@ -110,7 +110,8 @@ async def cancel_task(
 
 async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[dict[str, Any]]:
     """Live reviewer and supervisor keys named by ``group:<name>`` / ``principal:<id>``
-    targets, one entry per principal: ``{"principal_id", "email", "key_id"}``."""
+    targets, one entry per principal: ``{"principal_id", "email", "key_id", "notify"}``
+    (``notify``: the person's console account's choice, else each event)."""
     groups = {t.split(":", 1)[1] for t in targets if t.startswith("group:")}
     principals = {t.split(":", 1)[1] for t in targets if t.startswith("principal:")}
     if not groups and not principals:
@@ -127,7 +128,7 @@ async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[d
     # Console users are principals too (their id plays the part of the key id).
     rows += list(
         await conn.execute(
-            select(users.c.id, users.c.principal_id, users.c.email, users.c.groups)
+            select(users.c.id, users.c.principal_id, users.c.email, users.c.groups, users.c.notify)
             .where(users.c.disabled_at.is_(None), users.c.role.in_([r.value for r in REVIEWERS]))
             .order_by(users.c.created_at)
         )
@@ -140,9 +141,12 @@ async def reviewers_for(conn: AsyncConnection, targets: Sequence[str]) -> list[d
                 "principal_id": row.principal_id,
                 "email": row.email,
                 "key_id": row.id,
+                "notify": None,
             }
         elif wanted and row.email and not found[row.principal_id]["email"]:
             found[row.principal_id]["email"] = row.email
+        if wanted and "notify" in row._fields:
+            found[row.principal_id]["notify"] = row.notify
     return list(found.values())
 
 

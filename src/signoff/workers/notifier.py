@@ -16,7 +16,7 @@ import structlog
 
 from signoff.crypto import SecretUnavailable
 from signoff.metrics import NOTIFICATIONS
-from signoff.services import notifications
+from signoff.services import notifications, notify_digest
 from signoff.services.context import ServiceContext
 from signoff.workers.outage import OutageLog
 
@@ -33,9 +33,11 @@ class Notifier:
         self.settings = context.settings
 
     async def send_once(self) -> int:
-        """Send every due notification once; returns how many were attempted."""
+        """Gather the digests that are due, then send every due notification once;
+        returns how many were attempted."""
         if self.settings.smtp_host is None:
             return 0
+        await notify_digest.gather_due_digests(self.context)
         due = await notifications.claim_notifications(
             self.context, lease_seconds=LEASE_SECONDS, limit=50
         )

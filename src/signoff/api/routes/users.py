@@ -42,6 +42,11 @@ class UpdateUserRequest(BaseModel):
     role: Literal["reviewer", "supervisor", "admin"] | None = None
     groups: list[str] | None = None
     email: str | None = Field(default=None, pattern=EMAIL_PATTERN, max_length=320)
+    notify: str | None = Field(
+        default=None,
+        description="How the user hears of work: `each` event as it happens, a digest "
+        "every `15m`, `1h`, `4h` or `1d`, or `none` (the work is still in the console).",
+    )
 
 
 class UserOut(BaseModel):
@@ -50,6 +55,7 @@ class UserOut(BaseModel):
     role: str
     groups: list[str]
     email: str | None
+    notify: str
     source: Literal["local", "oidc"]
     has_password: bool
     disabled: bool
@@ -134,6 +140,7 @@ async def update_user(
         role=Role(body.role) if body.role else None,
         groups=body.groups,
         email=body.email,
+        notify=body.notify,
     )
     return json_response(_out(updated))
 

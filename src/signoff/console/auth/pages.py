@@ -12,7 +12,6 @@ from signoff.console.auth.core import (
     LOGIN_PATH,
     CsrfChecked,
     CsrfRejected,
-    SignedIn,
     check_csrf,
     clear_session_cookie,
     current_user,
@@ -21,7 +20,6 @@ from signoff.console.auth.core import (
     safe_next,
     session_id_of,
     set_session_cookie,
-    signed_in_user,
 )
 from signoff.console.rendering import render
 from signoff.errors import Forbidden, NotFound, TooManyRequests, Unauthenticated, Unprocessable
@@ -239,9 +237,3 @@ async def set_password(request: Request, token: str) -> Response:
     except NotFound as exc:
         return _set_password_page(request, token, status_code=404, invalid=_sentence(exc.message))
     return Response(status_code=303, headers={"Location": f"{LOGIN_PATH}?notice=password_set"})
-
-
-@router.get("/account")
-async def account(request: Request, principal: SignedIn) -> Response:
-    """Who is signed in (role, groups); the header of every page has the sign-out button."""
-    return render(request, "account.html", principal=principal, user=signed_in_user(request))

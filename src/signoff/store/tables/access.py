@@ -50,6 +50,9 @@ users = Table(
     # issuer and its stable subject, never a name the provider lets people choose.
     Column("oidc_issuer", Text),
     Column("oidc_subject", Text),
+    # How the person hears of work: each event, a digest every interval, or none
+    # (signoff.domain.notify_choice).
+    Column("notify", String(16), nullable=False, server_default="each"),
     Index("ix_users_email", "email"),
     UniqueConstraint("oidc_issuer", "oidc_subject"),
 )

@@ -102,6 +102,18 @@ notifications = Table(
     # No usable link at rest: ``body`` holds a placeholder where the link goes, and the
     # resume token is kept encrypted only until the message is sent or dead.
     Column("resume_token", Text),
+    # A person who chose a digest: their notifications wait ``HELD`` until
+    # ``next_attempt_at`` (the end of the digest's interval), then are gathered into one
+    # ``digest`` row (named by ``digest_id``; its ``task_id`` is its first task) and
+    # become ``DIGESTED``.
+    Column("digest_id", Uuid(as_uuid=True)),
+    Index(
+        "ix_notifications_held",
+        "principal_id",
+        "next_attempt_at",
+        postgresql_where=text("status = 'HELD'"),
+        sqlite_where=text("status = 'HELD'"),
+    ),
     Index(
         "ix_notifications_due",
         "next_attempt_at",
