@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from email.header import decode_header, make_header
 from typing import Any
 
@@ -190,15 +191,7 @@ def test_none_sends_nothing_but_the_task_is_in_the_inbox(
     send_mail(mailing)
     assert mailbox.to("nia@example.org") == []
     assert mailing.count("notifications", principal_id="nia") == 0
-    with httpx.Client(base_url=mailing.base_url) as browser:
-        login = browser.get("/console/login")
-        csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
-        assert csrf
-        signed = browser.post(
-            "/console/login",
-            data={"csrf": csrf.group(1), "username": "nia", "password": PASSWORD},
-        )
-        assert signed.status_code == 303, signed.text
+    with closing(_signed_in(mailing, "nia")) as browser:
         assert task_id in browser.get("/console").text
 
 
@@ -282,3 +275,49 @@ def test_the_single_event_e_mail_gives_times_in_words(
     text = Mailbox.body(message)
     assert "next deadline: 5 Dec, 14:05 UTC (in 3 hours)" in text
     assert "2026-12-05T14:05" not in text
+
+
+def _signed_in(server: LiveServer, name: str) -> httpx.Client:
+    browser = httpx.Client(base_url=server.base_url, timeout=30)
+    login = browser.get("/console/login")
+    signed = browser.post(
+        "/console/login",
+        data={"csrf": _csrf(login.text), "username": name, "password": PASSWORD},
+    )
+    assert signed.status_code == 303, signed.text
+    return browser
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, html
+    return match.group(1)
+
+
+def test_a_person_chooses_on_their_account_page(mailing: LiveServer) -> None:
+    reviewer(mailing, "dana")
+    with closing(_signed_in(mailing, "dana")) as browser:
+        page = browser.get("/console/account")
+        assert page.status_code == 200
+        assert 'id="notify-each" name="notify" value="each" checked' in page.text
+        csrf = _csrf(page.text)
+
+        saved = browser.post(
+            "/console/account/notifications",
+            data={"csrf": csrf, "notify": "4h"},
+            follow_redirects=True,
+        )
+        assert saved.status_code == 200, saved.text
+        assert "Saved. From now on: a digest every 4 hours." in saved.text
+        assert 'value="4h" checked' in saved.text
+        assert mailing.rows("users", principal_id="dana")[0]["notify"] == "4h"
+
+        refused = browser.post(
+            "/console/account/notifications", data={"csrf": csrf, "notify": "7m"}
+        )
+        assert refused.status_code == 422
+        assert "Nothing was changed: choose one of" in refused.text
+        assert "ERR_" not in refused.text
+        forged = browser.post("/console/account/notifications", data={"notify": "none"})
+        assert forged.status_code == 403
+    assert mailing.rows("users", principal_id="dana")[0]["notify"] == "4h"
