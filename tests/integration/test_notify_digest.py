@@ -17,6 +17,7 @@ import pytest
 from signoff.domain.clock import ManualClock
 from signoff.services import notify_digest
 from signoff.services.context import ServiceContext
+from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.store.runtime.database import Database, create_engine
 from signoff.workers.notifier import LEASE_SECONDS, Notifier
 from tests.mailbox import Mailbox
@@ -229,6 +230,8 @@ def test_a_crash_around_the_digest_loses_nothing_and_sends_nothing_twice(
         assert [row["kind"] for row in claimed] == ["digest"]  # leased, never sent: dies
 
     asyncio.run(_with_context(mailing, gather_then_die_while_sending))
+    # The restart re-encrypts every secret at rest with the newest key, as each start does.
+    assert asyncio.run(_with_context(mailing, reencrypt_with_newest_key)) >= 1
     assert send_mail(mailing) == 0  # the lease holds while the dead sender might still send
     assert mailbox.to("dana@example.org") == []
 

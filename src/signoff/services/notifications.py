@@ -39,6 +39,18 @@ def digest_link_placeholder(number: int) -> str:
     return f"\x1eresume-link:{number}\x1e"
 
 
+def seal_digest_tokens(ctx: ServiceContext, tokens: list[str]) -> str | None:
+    """A digest's resume tokens, in link order, as one secret at rest (re-encrypted with
+    the newest key like any other)."""
+    return ctx.keyring.encrypt(json.dumps(tokens)) if tokens else None
+
+
+def open_digest_tokens(ctx: ServiceContext, sealed: str | None) -> list[str]:
+    """Raises:
+    SecretUnavailable: this process's keys cannot decrypt them."""
+    return [str(token) for token in json.loads(ctx.keyring.decrypt(sealed))] if sealed else []
+
+
 def notification_body(ctx: ServiceContext, row: dict[str, Any]) -> str:
     """The e-mail body to send: the stored body with its resume links rebuilt from the
     encrypted tokens (a link exists only in memory, while sending).
@@ -49,11 +61,9 @@ def notification_body(ctx: ServiceContext, row: dict[str, Any]) -> str:
     body = str(row["body"])
     base = f"{ctx.settings.public_base_url.rstrip('/')}/r/"
     if row["kind"] == "digest":
-        stored = json.loads(row["resume_token"]) if row.get("resume_token") else []
-        for number, sealed in enumerate(stored):
-            placeholder = digest_link_placeholder(number)
-            if placeholder in body:
-                body = body.replace(placeholder, base + ctx.keyring.decrypt(sealed))
+        tokens = open_digest_tokens(ctx, row.get("resume_token"))
+        for number, token in enumerate(tokens):
+            body = body.replace(digest_link_placeholder(number), base + token)
         if "\x1eresume-link" in body:
             raise SecretUnavailable("a digest's resume token is gone")
         return body

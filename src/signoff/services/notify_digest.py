@@ -10,18 +10,22 @@ nothing is gathered twice.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from signoff.crypto import SecretUnavailable
 from signoff.domain.digest_mail import DigestEntry, render_digest
 from signoff.domain.states import ACTIVE_STATUSES
 from signoff.domain.tasks import Task, task_view
 from signoff.services.context import ServiceContext
-from signoff.services.notifications import LINK_PLACEHOLDER, digest_link_placeholder
+from signoff.services.notifications import (
+    LINK_PLACEHOLDER,
+    digest_link_placeholder,
+    seal_digest_tokens,
+)
 from signoff.store import digest_outbox as store
 from signoff.store import waiting as waiting_store
 from signoff.store.runtime.database import UnitOfWork
@@ -40,10 +44,13 @@ async def gather_due_digests(ctx: ServiceContext) -> int:
         people = await store.people_with_due_digests(uow.connection, now=now, limit=BATCH)
     queued = 0
     for principal_id in people:
-        async with ctx.database.transaction() as uow:
-            if await gather_digest(uow, ctx, principal_id, now=now):
-                await uow.commit()
-                queued += 1
+        try:
+            async with ctx.database.transaction() as uow:
+                if await gather_digest(uow, ctx, principal_id, now=now):
+                    await uow.commit()
+                    queued += 1
+        except SecretUnavailable:  # left held: a replica holding the key gathers it
+            log.error("digest.secret_undecryptable", principal_id=principal_id)
     return queued
 
 
@@ -59,7 +66,11 @@ async def gather_digest(
 ) -> uuid.UUID | None:
     """Within ``uow`` (not committed here): turn the person's held notifications into one
     queued ``digest`` row. ``None`` when nothing of theirs is due, or another notifier
-    gathered it first."""
+    gathered it first.
+
+    Raises:
+        SecretUnavailable: this process's keys cannot decrypt a held resume token.
+    """
     held = await store.lock_held(uow.connection, principal_id)
     if not held or min(row["next_attempt_at"] for row in held) > now:
         return None
@@ -68,14 +79,14 @@ async def gather_digest(
         latest[row["task_id"]] = row
     tasks = await store.tasks_by_id(uow.connection, list(latest))
     entries: list[DigestEntry] = []
-    sealed: list[str] = []
+    tokens: list[str] = []
     for task_id, row in sorted(latest.items(), key=lambda item: _urgency(tasks[item[0]])):
         task = tasks[task_id]
         waiting = task.status in ACTIVE_STATUSES
         link = None
         if waiting and row["resume_token"] and LINK_PLACEHOLDER in row["body"]:
-            link = digest_link_placeholder(len(sealed))
-            sealed.append(row["resume_token"])
+            link = digest_link_placeholder(len(tokens))
+            tokens.append(ctx.keyring.decrypt(row["resume_token"]))
         entries.append(
             DigestEntry(task=task_view(task, now), kind=row["kind"], link=link, waiting=waiting)
         )
@@ -98,7 +109,7 @@ async def gather_digest(
                 "email": held[-1]["email"],
                 "subject": subject,
                 "body": body,
-                "resume_token": json.dumps(sealed) if sealed else None,
+                "resume_token": seal_digest_tokens(ctx, tokens),
                 "status": "PENDING",
                 "attempts": 0,
                 "next_attempt_at": now,
