@@ -986,11 +986,6 @@ export interface components {
             sources: {
                 [key: string]: unknown;
             };
-            /**
-             * Truncated
-             * @description At least one change is too large to compare: it carries `line_diff_too_large: true` instead of a `line_diff` (its `from` and `to` stay whole). A diff's line diffs share one budget of characters, lines and CPU time.
-             */
-            truncated: boolean;
         };
         /** EscalationCreated */
         EscalationCreated: {
@@ -1001,8 +996,6 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
-            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
-            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1200,65 +1193,6 @@ export interface components {
             /** Message */
             message: string;
         };
-        /** HeadlineOut */
-        HeadlineOut: {
-            /**
-             * Title
-             * @description What is being approved, in one line, in English.
-             */
-            title: string;
-            /**
-             * Template
-             * @description The producer's title template; null: the default.
-             */
-            template: string | null;
-            /** Fields */
-            fields: components["schemas"]["KeyFieldOut"][];
-            /**
-             * Values
-             * @description The title's placeholders' values, by pointer.
-             */
-            values: {
-                [key: string]: unknown;
-            };
-            /**
-             * Revision
-             * @description The revision it was rendered from (null: input).
-             */
-            revision: number | null;
-        };
-        /** KeyFieldOut */
-        KeyFieldOut: {
-            /** Label */
-            label: string;
-            /**
-             * Type
-             * @enum {string}
-             */
-            type: "money" | "date" | "person" | "link" | "text";
-            /**
-             * Pointer
-             * @description JSON Pointer into the subject (or the input).
-             */
-            pointer: string;
-            /**
-             * Value
-             * @description The value as given (long text clipped to 200 characters).
-             */
-            value: unknown;
-            /**
-             * Text
-             * @description The value as shown, in English.
-             */
-            text: string;
-            /**
-             * Currency
-             * @description ISO 4217 code, for money.
-             */
-            currency?: string | null;
-            /** Currency Pointer */
-            currency_pointer?: string | null;
-        };
         /** LeaseGranted */
         LeaseGranted: {
             /** Id */
@@ -1268,8 +1202,6 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
-            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
-            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1456,8 +1388,6 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
-            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
-            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1584,8 +1514,6 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
-            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
-            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1708,8 +1636,6 @@ export interface components {
             groups: string[];
             /** Email */
             email: string | null;
-            /** Notify */
-            notify: string;
             /**
              * Source
              * @enum {string}
@@ -1748,8 +1674,6 @@ export interface components {
             groups: string[];
             /** Email */
             email: string | null;
-            /** Notify */
-            notify: string;
             /**
              * Source
              * @enum {string}
@@ -1765,154 +1689,6 @@ export interface components {
             created_at: string;
             /** Updated At */
             updated_at: string;
-        };
-        /**
-         * VoteOut
-         * @description What a vote did, in the answer to it.
-         */
-        VoteOut: {
-            /**
-             * Recorded
-             * @description False for a retry of one's identical vote.
-             */
-            recorded: boolean;
-            /**
-             * Counted
-             * @description Whether it counts: an approval filling a place, a veto, or a vote against under a rule without a veto.
-             */
-            counted: boolean;
-            /**
-             * Reason
-             * @enum {string}
-             */
-            reason: "counted" | "no_place" | "against" | "veto" | "not_a_veto" | "retry";
-            /**
-             * Stage
-             * @description The stage it is at (from 1).
-             */
-            stage: number;
-            /** Text */
-            text: string;
-        };
-        /**
-         * VotedTaskOut
-         * @description The task after a vote, with what the vote did.
-         */
-        VotedTaskOut: {
-            /** Id */
-            id: string;
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
-            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
-            headline: components["schemas"]["HeadlineOut"] | null;
-            /** Entity Type */
-            entity_type: string;
-            /** Entity Id */
-            entity_id: string;
-            /** Reason Code */
-            reason_code: string;
-            /** Precheck Hash */
-            precheck_hash: string;
-            /** Diagnostic Bundle */
-            diagnostic_bundle: {
-                [key: string]: unknown;
-            };
-            /** Producer Id */
-            producer_id: string;
-            /** Version */
-            version: number;
-            /** Claimed By */
-            claimed_by: string | null;
-            /**
-             * Lease Expires At
-             * @description RFC 3339, UTC
-             */
-            lease_expires_at: string | null;
-            decision: components["schemas"]["Decision"] | null;
-            /** Notes */
-            notes: string | null;
-            /** Resolution Payload */
-            resolution_payload: {
-                [key: string]: unknown;
-            } | null;
-            /** Operator Id */
-            operator_id: string | null;
-            /** Created At */
-            created_at: string;
-            /** Updated At */
-            updated_at: string;
-            /** Resolved At */
-            resolved_at: string | null;
-            /**
-             * Current Revision
-             * @description Subject revision; also the ETag.
-             */
-            current_revision: number | null;
-            /**
-             * Digest
-             * @description SHA-256 of the current revision's RFC 8785 form.
-             */
-            digest: string | null;
-            /**
-             * Material Paths
-             * @description Policy the approval is carried forward under (null: every change is material).
-             */
-            material_paths: string[] | null;
-            /** Approved Revision */
-            approved_revision: number | null;
-            /** Approved Digest */
-            approved_digest: string | null;
-            /** Approval Expires At */
-            approval_expires_at: string | null;
-            /** Execution Status */
-            execution_status: ("EXECUTING" | "COMPLETED" | "FAILED") | null;
-            /**
-             * Execution Lease Expires At
-             * @description While an execution lease lives: when it lapses.
-             */
-            execution_lease_expires_at?: string | null;
-            /**
-             * Metadata
-             * @description The producer's correlation metadata; only for its producer and admins.
-             */
-            metadata?: {
-                [key: string]: unknown;
-            } | null;
-            /**
-             * Traceparent
-             * @description W3C trace context of the escalation; producer and admins.
-             */
-            traceparent?: string | null;
-            /**
-             * Requested By
-             * @description The person the producer asked on behalf of, if named.
-             */
-            requested_by?: string | null;
-            /**
-             * Approval Rule
-             * @description Only on a task with an approval rule: the rule, with its stages.
-             */
-            approval_rule?: {
-                [key: string]: unknown;
-            } | null;
-            /**
-             * Votes
-             * @description Only on a task with an approval rule: the live votes, each with `voter`, `decision`, `notes`, `revision`, `digest`, `stage`, `at`, `door`.
-             */
-            votes?: {
-                [key: string]: unknown;
-            }[] | null;
-            /**
-             * Approval Progress
-             * @description Only on a task with an approval rule: `stage`, `stage_name`, `stages`, `approvals`, `required`, `waiting_on`, `against`, `met`, `outcome`, `text`.
-             */
-            approval_progress?: {
-                [key: string]: unknown;
-            } | null;
-            vote: components["schemas"]["VoteOut"];
         };
         /** WebhookEndpointCreated */
         WebhookEndpointCreated: {
@@ -2794,18 +2570,6 @@ export interface operations {
                     };
                     /** @description The person on whose behalf the producer asks (a principal id); shown to reviewers, and barred from voting when the rule excludes `requester`. */
                     requested_by?: string;
-                    /** @description What the reviewer approves, in one line: a title template whose placeholders are JSON Pointers in braces (`Release {/amount} to {/payee/name}`), and 2 to 6 labelled key fields. Pointers resolve in the subject, or in `diagnostic_bundle.input_snapshot` when there is none. */
-                    headline?: {
-                        title: string;
-                        fields?: {
-                            label: string;
-                            pointer: string;
-                            /** @enum {unknown} */
-                            type: "money" | "date" | "person" | "link" | "text";
-                            currency?: string;
-                            currency_pointer?: string;
-                        }[];
-                    };
                 };
             };
         };
@@ -2945,7 +2709,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_INSUFFICIENT_CONTEXT_PROOF, ERR_PRECHECK_HASH_MISMATCH, ERR_READ_ONLY_FIELD, ERR_HEADLINE_FIELD, ERR_IDEMPOTENCY_KEY_REUSED, ERR_UNKNOWN_POLICY, ERR_UNKNOWN_APPROVAL_RULE, ERR_UNMEETABLE_APPROVAL_RULE, ERR_TIMEOUT_APPROVAL_NOT_ALLOWED, ERR_VALIDATION */
+            /** @description Invalid input: ERR_INSUFFICIENT_CONTEXT_PROOF, ERR_PRECHECK_HASH_MISMATCH, ERR_READ_ONLY_FIELD, ERR_IDEMPOTENCY_KEY_REUSED, ERR_UNKNOWN_POLICY, ERR_UNKNOWN_APPROVAL_RULE, ERR_TIMEOUT_APPROVAL_NOT_ALLOWED, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2963,7 +2727,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_INSUFFICIENT_CONTEXT_PROOF" | "ERR_PRECHECK_HASH_MISMATCH" | "ERR_READ_ONLY_FIELD" | "ERR_HEADLINE_FIELD" | "ERR_IDEMPOTENCY_KEY_REUSED" | "ERR_UNKNOWN_POLICY" | "ERR_UNKNOWN_APPROVAL_RULE" | "ERR_UNMEETABLE_APPROVAL_RULE" | "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED" | "ERR_VALIDATION";
+                        error_code?: "ERR_INSUFFICIENT_CONTEXT_PROOF" | "ERR_PRECHECK_HASH_MISMATCH" | "ERR_READ_ONLY_FIELD" | "ERR_IDEMPOTENCY_KEY_REUSED" | "ERR_UNKNOWN_POLICY" | "ERR_UNKNOWN_APPROVAL_RULE" | "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -3829,7 +3593,7 @@ export interface operations {
                     operator_id?: string | null;
                     /**
                      * Revision
-                     * @description Required on a task with a subject: the revision reviewed (a JSON integer: `"1"`, `1.0` and `true` are refused).
+                     * @description Required on a task with a subject: the revision reviewed.
                      */
                     revision?: number | null;
                     /**
@@ -4621,7 +4385,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_HEADLINE_FIELD, ERR_VALIDATION */
+            /** @description Invalid input: ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4629,17 +4393,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_HEADLINE_FIELD",
+                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_HEADLINE_FIELD)",
-                     *       "error_code": "ERR_HEADLINE_FIELD",
-                     *       "message": "why this request was refused (ERR_HEADLINE_FIELD)"
+                     *       "detail": "why this request was refused (ERR_VALIDATION)",
+                     *       "error_code": "ERR_VALIDATION",
+                     *       "message": "why this request was refused (ERR_VALIDATION)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
+                        error_code?: "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -6058,7 +5822,7 @@ export interface operations {
                     operator_id?: string | null;
                     /**
                      * Revision
-                     * @description Required on a task with a subject: the revision reviewed (a JSON integer: `"1"`, `1.0` and `true` are refused).
+                     * @description Required on a task with a subject: the revision reviewed.
                      */
                     revision?: number | null;
                     /**
@@ -6066,11 +5830,6 @@ export interface operations {
                      * @description That revision's digest (RFC 8785 SHA-256, as shown on the task).
                      */
                     digest?: string | null;
-                    /**
-                     * Stage
-                     * @description The stage the vote is meant for (from 1, as `approval_progress.stage`): required to vote at a later stage after voting at an earlier one; a vote naming another stage than the one being voted on is 409 `ERR_STAGE_NOT_OPEN`.
-                     */
-                    stage?: number | null;
                 };
             };
         };
@@ -6081,7 +5840,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VotedTaskOut"];
+                    "application/json": components["schemas"]["TaskOut"];
                 };
             };
             /** @description Bad request: ERR_MALFORMED_JSON */
@@ -6182,7 +5941,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_NOT_DECIDED_BY_VOTES */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6200,7 +5959,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES";
+                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_NOT_DECIDED_BY_VOTES";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -6540,7 +6299,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_UNMEETABLE_APPROVAL_RULE, ERR_VALIDATION */
+            /** @description Invalid input: ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6548,17 +6307,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_UNMEETABLE_APPROVAL_RULE",
+                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_UNMEETABLE_APPROVAL_RULE)",
-                     *       "error_code": "ERR_UNMEETABLE_APPROVAL_RULE",
-                     *       "message": "why this request was refused (ERR_UNMEETABLE_APPROVAL_RULE)"
+                     *       "detail": "why this request was refused (ERR_VALIDATION)",
+                     *       "error_code": "ERR_VALIDATION",
+                     *       "message": "why this request was refused (ERR_VALIDATION)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_UNMEETABLE_APPROVAL_RULE" | "ERR_VALIDATION";
+                        error_code?: "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -9500,30 +9259,6 @@ export interface operations {
                     };
                 };
             };
-            /** @description Gone: ERR_CURSOR_EXPIRED */
-            410: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "urn:signoff:problem:ERR_CURSOR_EXPIRED",
-                     *       "title": "Error",
-                     *       "status": 410,
-                     *       "detail": "why this request was refused (ERR_CURSOR_EXPIRED)",
-                     *       "error_code": "ERR_CURSOR_EXPIRED",
-                     *       "message": "why this request was refused (ERR_CURSOR_EXPIRED)"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"] & {
-                        /** @enum {string} */
-                        error_code?: "ERR_CURSOR_EXPIRED";
-                        /** @enum {integer} */
-                        status?: 410;
-                    };
-                };
-            };
             /** @description Invalid input: ERR_VALIDATION */
             422: {
                 headers: {
@@ -9908,11 +9643,6 @@ export interface operations {
                     groups?: string[] | null;
                     /** Email */
                     email?: string | null;
-                    /**
-                     * Notify
-                     * @description How the user hears of work: `each` event as it happens, a digest every `15m`, `1h`, `4h` or `1d`, or `none` (the work is still in the console).
-                     */
-                    notify?: string | null;
                 };
             };
         };
