@@ -182,6 +182,36 @@ def test_a_task_settled_before_the_digest_is_listed_without_a_link(
     assert links(settled_entry) == []  # never a link to a decision that can no longer be made
 
 
+def test_a_task_handed_to_another_group_keeps_no_link_in_the_digest(
+    mailing: LiveServer, mailbox: Mailbox
+) -> None:
+    reviewer(mailing, "dana", "1h")
+    with mailing.admin() as admin:
+        made = admin.post(
+            "/users",
+            json={"principal_id": "sue", "role": "supervisor", "groups": ["aml"]},
+        )
+        assert made.status_code == 201, made.text
+    producer = mailing.new_client("producer", "bot")
+    moved = payment(producer, "ACME Ltd", 12500)
+    payment(producer, "Globex", 800, "2031-01-01T00:00:00Z")
+    with mailing.admin() as admin:
+        handed = admin.post(f"/tasks/{moved}/reassign", json={"group": "aml"})
+        assert handed.status_code == 200, handed.text
+
+    mailing.clock.advance(3600)
+    send_mail(mailing)
+    [digest] = mailbox.to("dana@example.org")
+    assert subject_of(digest) == "[Signoff] Digest: 1 task waiting for you"
+    body = Mailbox.body(digest).replace("\r\n", "\n")
+    yours, handed_on = body.split("\n2. ")
+    assert "Release €800.00 to Globex" in yours
+    assert len(links(yours)) == 1
+    assert "Release €12,500.00 to ACME Ltd" in handed_on
+    assert "No longer yours to decide: it was handed to another group." in handed_on
+    assert links(handed_on) == []  # its link was withdrawn: the digest does not show it
+
+
 def test_none_sends_nothing_but_the_task_is_in_the_inbox(
     mailing: LiveServer, mailbox: Mailbox
 ) -> None:

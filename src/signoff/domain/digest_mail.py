@@ -13,17 +13,24 @@ from signoff.domain.messages import KIND_TITLES, headline_lines, one_line, when_
 @dataclass(frozen=True)
 class DigestEntry:
     """One task of a digest: its view, the latest event it was notified for, and its
-    link (``None`` when it no longer waits for a decision, or the event has no link)."""
+    link (``None`` when it no longer waits for a decision, its link was withdrawn, or the
+    event has none)."""
 
     task: dict[str, Any]
     kind: str
     link: str | None
     waiting: bool
+    #: The person's link was withdrawn since (the task was handed to another group).
+    withdrawn: bool = False
+
+    @property
+    def yours(self) -> bool:
+        return self.waiting and not self.withdrawn
 
 
 def render_digest(entries: list[DigestEntry], *, since: datetime, now: datetime) -> tuple[str, str]:
     """Subject line and plain-text body of a digest e-mail."""
-    waiting = sum(1 for entry in entries if entry.waiting)
+    waiting = sum(1 for entry in entries if entry.yours)
     count = f"{waiting} task{'s' if waiting != 1 else ''} waiting for you"
     subject = f"[Signoff] Digest: {count}"
     lines = [f"{count[:1].upper()}{count[1:]}, gathered since {when_text(since, now)}.", ""]
@@ -33,10 +40,12 @@ def render_digest(entries: list[DigestEntry], *, since: datetime, now: datetime)
         first, *fields = headline_lines(task)
         lines += [f"{number}. {first}", *[f"  {field}" for field in fields]]
         lines.append(f"   {event}; reason: {one_line(task['reason_code'])}")
-        if entry.waiting:
-            lines.append(f"   Deadline: {when_text(task.get('deadline_at'), now)}")
-        else:
+        if not entry.waiting:
             lines.append(f"   No longer waiting: {one_line(task['status']).lower()}.")
+        elif entry.withdrawn:
+            lines.append("   No longer yours to decide: it was handed to another group.")
+        else:
+            lines.append(f"   Deadline: {when_text(task.get('deadline_at'), now)}")
         if entry.link:
             lines.append(f"   Approve or reject: {entry.link}")
         lines.append("")

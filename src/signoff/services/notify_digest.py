@@ -24,6 +24,7 @@ from signoff.services.context import ServiceContext
 from signoff.services.notifications import (
     LINK_PLACEHOLDER,
     digest_link_placeholder,
+    hash_resume_token,
     seal_digest_tokens,
 )
 from signoff.store import digest_outbox as store
@@ -54,11 +55,12 @@ async def gather_due_digests(ctx: ServiceContext) -> int:
     return queued
 
 
-def _urgency(task: Task) -> tuple[bool, datetime, str]:
-    """Waiting tasks first, the soonest deadline first (no deadline last), then by title."""
-    waiting = task.status in ACTIVE_STATUSES
-    due = task.deadline_at if waiting and task.deadline_at else datetime.max.replace(tzinfo=UTC)
-    return (not waiting, due, str((task.headline or {}).get("title") or task.entity_id))
+def _urgency(task: Task, withdrawn: bool) -> tuple[bool, datetime, str]:
+    """Tasks waiting for the person first, the soonest deadline first (no deadline last),
+    then by title."""
+    yours = task.status in ACTIVE_STATUSES and not withdrawn
+    due = task.deadline_at if yours and task.deadline_at else datetime.max.replace(tzinfo=UTC)
+    return (not yours, due, str((task.headline or {}).get("title") or task.entity_id))
 
 
 async def gather_digest(
@@ -78,18 +80,34 @@ async def gather_digest(
     for row in held:  # oldest first: a task's latest event wins, in first-seen order
         latest[row["task_id"]] = row
     tasks = await store.tasks_by_id(uow.connection, list(latest))
+    clear = {
+        task_id: ctx.keyring.decrypt(row["resume_token"])
+        for task_id, row in latest.items()
+        if row["resume_token"] and LINK_PLACEHOLDER in row["body"]
+    }
+    withdrawn = await store.withdrawn_links(
+        uow.connection, [hash_resume_token(token) for token in clear.values()], now=now
+    )
+    dead = {task_id for task_id, token in clear.items() if hash_resume_token(token) in withdrawn}
     entries: list[DigestEntry] = []
     tokens: list[str] = []
-    for task_id, row in sorted(latest.items(), key=lambda item: _urgency(tasks[item[0]])):
+    order = sorted(latest.items(), key=lambda item: _urgency(tasks[item[0]], item[0] in dead))
+    for task_id, row in order:
         task = tasks[task_id]
+        token = clear.get(task_id)
         waiting = task.status in ACTIVE_STATUSES
         link = None
-        if waiting and row["resume_token"] and LINK_PLACEHOLDER in row["body"]:
+        if waiting and token is not None and task_id not in dead:
             link = digest_link_placeholder(len(tokens))
-            tokens.append(ctx.keyring.decrypt(row["resume_token"]))
-        entries.append(
-            DigestEntry(task=task_view(task, now), kind=row["kind"], link=link, waiting=waiting)
+            tokens.append(token)
+        entry = DigestEntry(
+            task=task_view(task, now),
+            kind=row["kind"],
+            link=link,
+            waiting=waiting,
+            withdrawn=task_id in dead,
         )
+        entries.append(entry)
     since = min(row["created_at"] for row in held)
     subject, body = render_digest(entries, since=since, now=now)
     digest_id = uuid.uuid4()

@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.tasks import Task
-from signoff.store.tables import notifications, review_tasks
+from signoff.store.tables import notifications, resume_tokens, review_tasks
 from signoff.store.tasks import task_from_row
 
 N = notifications.c
+R = resume_tokens.c
 HELD = "HELD"
 DIGESTED = "DIGESTED"
 
@@ -69,3 +70,16 @@ async def mark_digested(
 async def tasks_by_id(conn: AsyncConnection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Task]:
     rows = await conn.execute(select(review_tasks).where(review_tasks.c.id.in_(list(ids))))
     return {task.id: task for task in map(task_from_row, rows)}
+
+
+async def withdrawn_links(
+    conn: AsyncConnection, token_hashes: Sequence[str], *, now: datetime
+) -> set[str]:
+    """Of these resume tokens, those withdrawn (a reassignment, expiry, cancellation) or
+    past their time."""
+    if not token_hashes:
+        return set()
+    statement = select(R.token_hash).where(
+        R.token_hash.in_(list(token_hashes)), or_(R.revoked_at.is_not(None), R.expires_at <= now)
+    )
+    return {row.token_hash for row in await conn.execute(statement)}
