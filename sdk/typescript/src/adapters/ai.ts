@@ -18,7 +18,7 @@ export interface ToolApprovalRequestPart {
   type: "tool-approval-request";
   approvalId: string;
   toolCall: { toolCallId: string; toolName: string; input: unknown };
-  isAutomatic?: boolean;
+  isAutomatic?: boolean | undefined;
 }
 
 /** The answer `ai` reads on the next call (push `{ role: "tool", content: responses }`). */
@@ -26,7 +26,7 @@ export interface ToolApprovalResponsePart {
   type: "tool-approval-response";
   approvalId: string;
   approved: boolean;
-  reason?: string;
+  reason?: string | undefined;
 }
 
 /**

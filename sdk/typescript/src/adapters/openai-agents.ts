@@ -17,20 +17,20 @@ export type { ApprovalPolicy } from "./approvals.js";
 
 /** An interruption of a run: a tool call waiting for approval. */
 export interface ToolApprovalInterruption {
-  type?: string;
-  toolName?: string;
-  rawItem: { callId?: string; id?: string; name?: string; arguments?: string };
+  type?: string | undefined;
+  toolName?: string | undefined;
+  rawItem: { callId?: string | undefined; id?: string | undefined; name?: string | undefined; arguments?: string | undefined };
 }
 
 /** The run state's approval methods. */
 export interface ApprovingState<I> {
-  approve(item: I, options?: { alwaysApprove?: boolean }): void;
-  reject(item: I, options?: { alwaysReject?: boolean; message?: string }): void;
+  approve(item: I, options?: { alwaysApprove?: boolean | undefined }): void;
+  reject(item: I, options?: { alwaysReject?: boolean | undefined; message?: string | undefined }): void;
 }
 
 /** The tool call the Agents runner passes to `execute` (its `details`). */
 export interface ToolCallDetails {
-  toolCall?: ToolApprovalInterruption["rawItem"];
+  toolCall?: ToolApprovalInterruption["rawItem"] | undefined;
 }
 
 function parsed(text: string | undefined): unknown {
