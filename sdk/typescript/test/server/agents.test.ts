@@ -11,15 +11,17 @@ import { client, unique } from "./support.js";
 setTracingDisabled(true);
 
 /** An agent whose refund tool needs approval; `refunds` records every refund it made. */
-function refundAgent(signoff: Signoff, keyPrefix: string, callId: string) {
+function refundAgent(signoff: Signoff, keyPrefix: string, callId: string, failures = 0) {
   const policy = { keyPrefix, reasonCode: "REFUND_REVIEW", timeoutSeconds: 120 };
   const refunds: { customer: string; amount_eur: number }[] = [];
+  let attempts = 0;
   const refund = tool({
     name: "refund",
     description: "Refund a customer",
     needsApproval: true,
     parameters: z.object({ customer: z.string(), amount_eur: z.number() }),
     execute: gatedExecute(signoff, async ({ customer, amount_eur }) => {
+      if (++attempts <= failures) throw new Error("the payment provider is down");
       refunds.push({ customer, amount_eur });
       return `refunded ${amount_eur} EUR`;
     }, policy),
@@ -37,7 +39,7 @@ function refundAgent(signoff: Signoff, keyPrefix: string, callId: string) {
     },
   } as unknown as Model;
   const agent = new Agent({ name: "refunds", instructions: "Refund when asked.", model, tools: [refund] });
-  return { agent, policy, refunds };
+  return { agent, policy, refunds, attempts: () => attempts };
 }
 
 /** Run until the approval, escalate it; the saved state and the task. */
@@ -115,5 +117,20 @@ test("agents gate: two runs resuming the same approved call at once run it once"
   assert.equal(first.refunds.length + second.refunds.length, 1);
   const events = await signoff.taskEvents(task.id);
   assert.equal(events.filter((e) => e.type === "task.action_completed").length, 1);
+  assert.equal((await signoff.getTask(task.id)).execution_status, "COMPLETED");
+});
+
+test("agents gate: a call whose tool failed runs again on the next resume, then never again", async () => {
+  const signoff = await client("producer");
+  const setup = refundAgent(signoff, unique("agents-fail"), unique("call"), 1);
+  const [saved, task] = await asked(signoff, setup);
+  await decide(task, "APPROVED");
+  await resumeApprovedLocally(setup, saved); // the provider is down: the action fails
+  assert.deepEqual(setup.refunds, []);
+  assert.equal((await signoff.getTask(task.id)).execution_status, "FAILED");
+  assert.deepEqual(await resumeApprovedLocally(setup, saved), ["refunded 50 EUR"]);
+  assert.deepEqual(await resumeApprovedLocally(setup, saved), ["refunded 50 EUR"]);
+  assert.equal(setup.attempts(), 2);
+  assert.deepEqual(setup.refunds, [{ customer: "c-17", amount_eur: 50 }]);
   assert.equal((await signoff.getTask(task.id)).execution_status, "COMPLETED");
 });
