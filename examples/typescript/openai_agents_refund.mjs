@@ -2,21 +2,25 @@
 // with the run state kept across a restart. The model is scripted (no network, no key).
 //   node openai_agents_refund.mjs ask      runs until the approval, escalates, saves the state
 //   node openai_agents_refund.mjs resume   (any later process) waits for the decision, resumes
-// with SIGNOFF_URL, SIGNOFF_API_KEY and STATE_FILE set.
+// with SIGNOFF_URL, SIGNOFF_API_KEY and STATE_FILE set. The refund passes the execution gate:
+// resume the same state twice, or in two processes at once, and it runs once.
 import { readFileSync, writeFileSync } from "node:fs";
 import { Signoff } from "@signoff/sdk";
-import { answerInterruptions, askForInterruptions } from "@signoff/sdk/adapters/openai-agents";
+import { answerInterruptions, askForInterruptions, gatedExecute } from "@signoff/sdk/adapters/openai-agents";
 import { Agent, run, RunState, setTracingDisabled, tool, Usage } from "@openai/agents";
 import { z } from "zod";
 
 setTracingDisabled(true);
 const client = new Signoff(process.env.SIGNOFF_URL, process.env.SIGNOFF_API_KEY);
 const policy = { keyPrefix: "agents-refund", reasonCode: "REFUND_REVIEW", timeoutSeconds: 600 };
-const refunds = [];
+const refunds = []; // the refunds this process made (yours: the payment provider)
 const refund = tool({
   name: "refund", description: "Refund a customer", needsApproval: true,
   parameters: z.object({ customer: z.string(), amount_eur: z.number() }),
-  execute: async ({ customer, amount_eur }) => (refunds.push({ customer, amount_eur }), `refunded ${amount_eur} EUR`),
+  execute: gatedExecute(client, async ({ customer, amount_eur }) => {
+    refunds.push({ customer, amount_eur });
+    return `refunded ${amount_eur} EUR`;
+  }, policy),
 });
 const scripted = { // answers with the tool call until its result is in the input, then with text
   async getResponse(request) {
@@ -40,5 +44,6 @@ if (process.argv[2] === "ask") {
   const state = await RunState.fromString(agent, readFileSync(process.env.STATE_FILE, "utf8"));
   const tasks = await answerInterruptions(client, state.getInterruptions(), state, policy); // waits for the person
   const result = await run(agent, state);
-  console.log(JSON.stringify({ decisions: tasks.map((t) => t.decision), refunds, text: result.finalOutput }));
+  const outputs = result.newItems.filter((i) => i.type === "tool_call_output_item").map((i) => i.output);
+  console.log(JSON.stringify({ decisions: tasks.map((t) => t.decision), refunds, outputs, text: result.finalOutput }));
 }

@@ -1,7 +1,8 @@
 """The TypeScript SDK against a real ``signoff serve`` on SQLite and PostgreSQL: the
 README loop, the execution gate race, a 2-of-3 vote, catch-up, a verified webhook
-delivery (``sdk/typescript/test/server``), and a wait that outlives a SIGTERM and a
-SIGKILL of the server."""
+delivery, the OpenAI Agents adapter's tools through the execution gate
+(``sdk/typescript/test/server``), and a wait that outlives a SIGTERM and a SIGKILL of
+the server."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def test_the_sdk_works_against_the_server(built: None, database_url: str, tmp_pa
     assert "# fail 0" in output or "ℹ fail 0" in output, output
     for name in ("README", "exactly one runs", "2-of-3 vote", "signed delivery"):
         assert name in output, output
+
+
+def test_the_agents_adapter_runs_tools_through_the_gate(
+    built: None, database_url: str, tmp_path: Path
+) -> None:
+    with Server(service_env(database_url), tmp_path / "serve.log") as server:
+        test_file = str(BUILT_TESTS / "server" / "agents.test.js")
+        output = node("--test", "--test-reporter=spec", test_file, env=_env(server))
+    assert "# fail 0" in output or "ℹ fail 0" in output, output
+    for name in ("rejected never runs", "other than the approved", "at once", "failed runs again"):
+        passed = [line for line in output.splitlines() if line.lstrip().startswith("✔")]
+        assert any(name in line for line in passed), output
 
 
 def _line(stream: IO[str]) -> dict[str, Any]:

@@ -25,6 +25,27 @@ export interface Vote {
   [extra: string]: unknown;
 }
 
+/** One labelled value of a headline, as shown (`text`) and as given (`value`). */
+export interface KeyField {
+  label: string;
+  type: "money" | "date" | "person" | "link" | "text" | string;
+  pointer: string;
+  text: string;
+  value?: unknown;
+  currency?: string | null;
+  [extra: string]: unknown;
+}
+
+/** What is being approved, in one line, bound to a revision (`null`: the input). */
+export interface Headline {
+  title: string;
+  fields: KeyField[];
+  template?: string | null;
+  values?: Record<string, unknown>;
+  revision?: number | null;
+  [extra: string]: unknown;
+}
+
 /** Where a task's approval rule stands (`text` says it in words). */
 export interface ApprovalProgress {
   stage: number;
@@ -44,6 +65,8 @@ export interface ApprovalProgress {
 export interface Task {
   id: string;
   status: TaskStatus;
+  /** What is being approved: its title and key fields. */
+  headline?: Headline | null;
   entity_type: string;
   entity_id: string;
   reason_code: string;

@@ -10,6 +10,9 @@ import {
   type Task,
   type Vote,
 } from "@signoff/sdk";
+import { answerInterruptions, askForInterruptions, gatedExecute } from "@signoff/sdk/adapters/openai-agents";
+import { Agent, run, RunState, tool } from "@openai/agents";
+import { z } from "zod";
 
 export async function agent(url: string, key: string): Promise<Decision | null | undefined> {
   const client = new Signoff(url, key, { retries: 2 });
@@ -30,4 +33,28 @@ export async function agent(url: string, key: string): Promise<Decision | null |
   }
   const event = await verifyEvent(new Headers(), "{}", ["whsec_x"]);
   return event.data.decision;
+}
+
+// The gated execute is the Agents SDK's own `execute`: its input typed from `parameters`.
+export function refundTool(client: Signoff) {
+  const policy = { keyPrefix: "refund", reasonCode: "REFUND_REVIEW", timeoutSeconds: 60 };
+  return tool({
+    name: "refund", description: "Refund a customer", needsApproval: true,
+    parameters: z.object({ customer: z.string(), amount_eur: z.number() }),
+    execute: gatedExecute(client, async ({ customer, amount_eur }, _context, details) =>
+      `refunded ${amount_eur.toFixed(2)} EUR to ${customer.toUpperCase()} (${details?.toolCall?.callId ?? "?"})`, policy),
+  });
+}
+
+// The Agents SDK's own interruptions and run state fit the adapter's structural types.
+export async function askThenResume(client: Signoff, agent: Agent, saved: string | null): Promise<string> {
+  const policy = { keyPrefix: "refund", reasonCode: "REFUND_REVIEW", timeoutSeconds: 60 };
+  if (saved === null) {
+    const result = await run(agent, "Refund c-17 their 50 euros.");
+    await askForInterruptions(client, result.interruptions, policy);
+    return result.state.toString();
+  }
+  const state = await RunState.fromString(agent, saved);
+  await answerInterruptions(client, state.getInterruptions(), state, policy);
+  return String((await run(agent, state)).finalOutput);
 }
