@@ -1708,6 +1708,8 @@ export interface components {
             groups: string[];
             /** Email */
             email: string | null;
+            /** Notify */
+            notify: string;
             /**
              * Source
              * @enum {string}
@@ -1746,6 +1748,8 @@ export interface components {
             groups: string[];
             /** Email */
             email: string | null;
+            /** Notify */
+            notify: string;
             /**
              * Source
              * @enum {string}
@@ -9904,6 +9908,11 @@ export interface operations {
                     groups?: string[] | null;
                     /** Email */
                     email?: string | null;
+                    /**
+                     * Notify
+                     * @description How the user hears of work: `each` event as it happens, a digest every `15m`, `1h`, `4h` or `1d`, or `none` (the work is still in the console).
+                     */
+                    notify?: string | null;
                 };
             };
         };
