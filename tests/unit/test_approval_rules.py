@@ -69,7 +69,7 @@ def test_group_places_are_filled_by_the_best_matching() -> None:
     assert (state.approvals, state.outcome) == (2, Decision.APPROVED)
     short = progress(rule, [vote("lena", "legal"), vote("lars", "legal")])
     assert (short.approvals, short.waiting_on, short.outcome) == (1, ("finance",), None)
-    assert short.text() == "1 of 2 approvals — waiting on finance"
+    assert short.text() == "1 of 2 approvals — needs 1 more approval; finance can give it"
 
 
 def test_free_places_take_anyone_beyond_the_group_minimums() -> None:
@@ -85,7 +85,7 @@ def test_a_veto_ends_it_and_without_one_a_rejection_counts_against() -> None:
     assert progress(parse_rule({"approvals": 2}), [against]).outcome is Decision.REJECTED
     counted = progress(parse_rule({"approvals": 2, "veto": False}), [against, vote("a")])
     assert (counted.outcome, counted.against, counted.approvals) == (None, 1, 1)
-    assert counted.text() == "1 of 2 approvals; 1 against"
+    assert counted.text() == "1 of 2 approvals — needs 1 more approval; 1 against"
 
 
 def test_stages_are_met_in_order() -> None:
@@ -122,3 +122,87 @@ def test_who_may_vote() -> None:
     assert refused(
         "lena", ("legal",), [*done, vote("lena", stage=1, decision=Decision.REJECTED)]
     ) is (ErrorCode.ALREADY_VOTED)
+
+
+@pytest.mark.parametrize(
+    ("raw", "votes", "text", "waiting_on"),
+    [
+        # Plain N of M: anyone who may vote can give what is missing.
+        ({"approvals": 2}, [], "0 of 2 approvals — needs 2 more approvals", ()),
+        ({"approvals": 3}, [vote("a")], "1 of 3 approvals — needs 2 more approvals", ()),
+        # One from each group: both are named, with how many each must give.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [],
+            "0 of 2 approvals — needs 2 more approvals: 1 from finance and 1 from legal",
+            ("finance", "legal"),
+        ),
+        # Finance's place is taken: only legal can give the last approval.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [vote("fiona", "finance")],
+            "1 of 2 approvals — needs 1 more approval; legal can give it",
+            ("legal",),
+        ),
+        # A member of both groups approved: either group's vote completes it, so neither
+        # is waited on.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [vote("bo", "finance", "legal")],
+            "1 of 2 approvals — needs 1 more approval; finance or legal can give it",
+            (),
+        ),
+        # Group minimums below the total: free places take anyone.
+        (
+            {"approvals": 2, "groups": {"finance": 1}},
+            [vote("a")],
+            "1 of 2 approvals — needs 1 more approval; finance can give it",
+            ("finance",),
+        ),
+        (
+            {"approvals": 2, "groups": {"finance": 1}},
+            [vote("fiona", "finance")],
+            "1 of 2 approvals — needs 1 more approval",
+            (),
+        ),
+        (
+            {"approvals": 3, "groups": {"legal": 2}},
+            [],
+            "0 of 3 approvals — needs 3 more approvals, at least 2 from legal",
+            ("legal",),
+        ),
+        # Two of three groups, any two: any of them can give it, none is required.
+        (
+            {"approvals": 3, "groups": {"finance": 1, "legal": 1, "ops": 1}},
+            [vote("fiona", "finance"), vote("bo", "legal", "ops")],
+            "2 of 3 approvals — needs 1 more approval; legal or ops can give it",
+            (),
+        ),
+    ],
+)
+def test_progress_words_say_who_can_still_give_what(
+    raw: dict[str, Any], votes: list[Vote], text: str, waiting_on: tuple[str, ...]
+) -> None:
+    standing = progress(parse_rule(raw), votes)
+    assert standing.text() == text
+    assert standing.waiting_on == waiting_on
+    assert standing.as_json()["text"] == text
+
+
+def test_progress_words_name_the_stage_being_voted_on() -> None:
+    rule = parse_rule(
+        {
+            "stages": [
+                {"name": "finance", "groups": {"finance": 1}},
+                {"name": "legal", "approvals": 2, "groups": {"legal": 1}},
+            ]
+        }
+    )
+    assert progress(rule, []).text() == (
+        "Stage 1 of 2 (finance): 0 of 1 approvals — needs 1 more approval; finance can give it"
+    )
+    # A finance vote at the legal stage fills a free place; legal's place is still open.
+    second = progress(rule, [vote("f", "finance"), vote("g", "finance", stage=1)])
+    assert second.text() == (
+        "Stage 2 of 2 (legal): 1 of 2 approvals — needs 1 more approval; legal can give it"
+    )
