@@ -85,7 +85,7 @@ def test_a_veto_ends_it_and_without_one_a_rejection_counts_against() -> None:
     assert progress(parse_rule({"approvals": 2}), [against]).outcome is Decision.REJECTED
     counted = progress(parse_rule({"approvals": 2, "veto": False}), [against, vote("a")])
     assert (counted.outcome, counted.against, counted.approvals) == (None, 1, 1)
-    assert counted.text() == "1 of 2 approvals — needs 1 more approval; 1 against"
+    assert counted.text() == "1 of 2 approvals; 1 against"
 
 
 def test_stages_are_met_in_order() -> None:
@@ -127,9 +127,9 @@ def test_who_may_vote() -> None:
 @pytest.mark.parametrize(
     ("raw", "votes", "text", "waiting_on"),
     [
-        # Plain N of M: anyone who may vote can give what is missing.
-        ({"approvals": 2}, [], "0 of 2 approvals — needs 2 more approvals", ()),
-        ({"approvals": 3}, [vote("a")], "1 of 3 approvals — needs 2 more approvals", ()),
+        # Plain N of M: anyone who may vote can give what is missing; nothing to add.
+        ({"approvals": 2}, [], "0 of 2 approvals", ()),
+        ({"approvals": 3}, [vote("a")], "1 of 3 approvals", ()),
         # One from each group: both are named, with how many each must give.
         (
             {"groups": {"finance": 1, "legal": 1}},
@@ -162,7 +162,7 @@ def test_who_may_vote() -> None:
         (
             {"approvals": 2, "groups": {"finance": 1}},
             [vote("fiona", "finance")],
-            "1 of 2 approvals — needs 1 more approval",
+            "1 of 2 approvals",
             (),
         ),
         (

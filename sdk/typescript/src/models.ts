@@ -40,6 +40,16 @@ export interface ApprovalProgress {
   [extra: string]: unknown;
 }
 
+/** What is being approved: a title and key fields, bound to a revision. */
+export interface Headline {
+  title: string;
+  template: string | null;
+  fields: { label: string; type: string; pointer: string; value: unknown; text: string; [extra: string]: unknown }[];
+  values: Record<string, unknown>;
+  revision: number | null;
+  [extra: string]: unknown;
+}
+
 /** One review task, as `GET /tasks/{id}` shows it. */
 export interface Task {
   id: string;
@@ -82,6 +92,7 @@ export interface Task {
   review_url?: string | null;
   execution_lease_expires_at?: string | null;
   traceparent?: string | null;
+  headline?: Headline | null;
   [extra: string]: unknown;
 }
 

@@ -986,6 +986,11 @@ export interface components {
             sources: {
                 [key: string]: unknown;
             };
+            /**
+             * Truncated
+             * @description At least one change is too large to compare: it carries `line_diff_too_large: true` instead of a `line_diff` (its `from` and `to` stay whole). A diff's line diffs share one budget of characters, lines and CPU time.
+             */
+            truncated: boolean;
         };
         /** EscalationCreated */
         EscalationCreated: {
@@ -996,6 +1001,8 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
+            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
+            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1193,6 +1200,65 @@ export interface components {
             /** Message */
             message: string;
         };
+        /** HeadlineOut */
+        HeadlineOut: {
+            /**
+             * Title
+             * @description What is being approved, in one line, in English.
+             */
+            title: string;
+            /**
+             * Template
+             * @description The producer's title template; null: the default.
+             */
+            template: string | null;
+            /** Fields */
+            fields: components["schemas"]["KeyFieldOut"][];
+            /**
+             * Values
+             * @description The title's placeholders' values, by pointer.
+             */
+            values: {
+                [key: string]: unknown;
+            };
+            /**
+             * Revision
+             * @description The revision it was rendered from (null: input).
+             */
+            revision: number | null;
+        };
+        /** KeyFieldOut */
+        KeyFieldOut: {
+            /** Label */
+            label: string;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "money" | "date" | "person" | "link" | "text";
+            /**
+             * Pointer
+             * @description JSON Pointer into the subject (or the input).
+             */
+            pointer: string;
+            /**
+             * Value
+             * @description The value as given (long text clipped to 200 characters).
+             */
+            value: unknown;
+            /**
+             * Text
+             * @description The value as shown, in English.
+             */
+            text: string;
+            /**
+             * Currency
+             * @description ISO 4217 code, for money.
+             */
+            currency?: string | null;
+            /** Currency Pointer */
+            currency_pointer?: string | null;
+        };
         /** LeaseGranted */
         LeaseGranted: {
             /** Id */
@@ -1202,6 +1268,8 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
+            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
+            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1388,6 +1456,8 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
+            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
+            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1514,6 +1584,8 @@ export interface components {
              * @enum {string}
              */
             status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
+            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
+            headline: components["schemas"]["HeadlineOut"] | null;
             /** Entity Type */
             entity_type: string;
             /** Entity Id */
@@ -1689,6 +1761,154 @@ export interface components {
             created_at: string;
             /** Updated At */
             updated_at: string;
+        };
+        /**
+         * VoteOut
+         * @description What a vote did, in the answer to it.
+         */
+        VoteOut: {
+            /**
+             * Recorded
+             * @description False for a retry of one's identical vote.
+             */
+            recorded: boolean;
+            /**
+             * Counted
+             * @description Whether it counts: an approval filling a place, a veto, or a vote against under a rule without a veto.
+             */
+            counted: boolean;
+            /**
+             * Reason
+             * @enum {string}
+             */
+            reason: "counted" | "no_place" | "against" | "veto" | "not_a_veto" | "retry";
+            /**
+             * Stage
+             * @description The stage it is at (from 1).
+             */
+            stage: number;
+            /** Text */
+            text: string;
+        };
+        /**
+         * VotedTaskOut
+         * @description The task after a vote, with what the vote did.
+         */
+        VotedTaskOut: {
+            /** Id */
+            id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
+            /** @description What is being approved: a title and key fields (docs/api.md#headlines). */
+            headline: components["schemas"]["HeadlineOut"] | null;
+            /** Entity Type */
+            entity_type: string;
+            /** Entity Id */
+            entity_id: string;
+            /** Reason Code */
+            reason_code: string;
+            /** Precheck Hash */
+            precheck_hash: string;
+            /** Diagnostic Bundle */
+            diagnostic_bundle: {
+                [key: string]: unknown;
+            };
+            /** Producer Id */
+            producer_id: string;
+            /** Version */
+            version: number;
+            /** Claimed By */
+            claimed_by: string | null;
+            /**
+             * Lease Expires At
+             * @description RFC 3339, UTC
+             */
+            lease_expires_at: string | null;
+            decision: components["schemas"]["Decision"] | null;
+            /** Notes */
+            notes: string | null;
+            /** Resolution Payload */
+            resolution_payload: {
+                [key: string]: unknown;
+            } | null;
+            /** Operator Id */
+            operator_id: string | null;
+            /** Created At */
+            created_at: string;
+            /** Updated At */
+            updated_at: string;
+            /** Resolved At */
+            resolved_at: string | null;
+            /**
+             * Current Revision
+             * @description Subject revision; also the ETag.
+             */
+            current_revision: number | null;
+            /**
+             * Digest
+             * @description SHA-256 of the current revision's RFC 8785 form.
+             */
+            digest: string | null;
+            /**
+             * Material Paths
+             * @description Policy the approval is carried forward under (null: every change is material).
+             */
+            material_paths: string[] | null;
+            /** Approved Revision */
+            approved_revision: number | null;
+            /** Approved Digest */
+            approved_digest: string | null;
+            /** Approval Expires At */
+            approval_expires_at: string | null;
+            /** Execution Status */
+            execution_status: ("EXECUTING" | "COMPLETED" | "FAILED") | null;
+            /**
+             * Execution Lease Expires At
+             * @description While an execution lease lives: when it lapses.
+             */
+            execution_lease_expires_at?: string | null;
+            /**
+             * Metadata
+             * @description The producer's correlation metadata; only for its producer and admins.
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Traceparent
+             * @description W3C trace context of the escalation; producer and admins.
+             */
+            traceparent?: string | null;
+            /**
+             * Requested By
+             * @description The person the producer asked on behalf of, if named.
+             */
+            requested_by?: string | null;
+            /**
+             * Approval Rule
+             * @description Only on a task with an approval rule: the rule, with its stages.
+             */
+            approval_rule?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Votes
+             * @description Only on a task with an approval rule: the live votes, each with `voter`, `decision`, `notes`, `revision`, `digest`, `stage`, `at`, `door`.
+             */
+            votes?: {
+                [key: string]: unknown;
+            }[] | null;
+            /**
+             * Approval Progress
+             * @description Only on a task with an approval rule: `stage`, `stage_name`, `stages`, `approvals`, `required`, `waiting_on`, `against`, `met`, `outcome`, `text`.
+             */
+            approval_progress?: {
+                [key: string]: unknown;
+            } | null;
+            vote: components["schemas"]["VoteOut"];
         };
         /** WebhookEndpointCreated */
         WebhookEndpointCreated: {
@@ -2570,6 +2790,18 @@ export interface operations {
                     };
                     /** @description The person on whose behalf the producer asks (a principal id); shown to reviewers, and barred from voting when the rule excludes `requester`. */
                     requested_by?: string;
+                    /** @description What the reviewer approves, in one line: a title template whose placeholders are JSON Pointers in braces (`Release {/amount} to {/payee/name}`), and 2 to 6 labelled key fields. Pointers resolve in the subject, or in `diagnostic_bundle.input_snapshot` when there is none. */
+                    headline?: {
+                        title: string;
+                        fields?: {
+                            label: string;
+                            pointer: string;
+                            /** @enum {unknown} */
+                            type: "money" | "date" | "person" | "link" | "text";
+                            currency?: string;
+                            currency_pointer?: string;
+                        }[];
+                    };
                 };
             };
         };
@@ -2709,7 +2941,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_INSUFFICIENT_CONTEXT_PROOF, ERR_PRECHECK_HASH_MISMATCH, ERR_READ_ONLY_FIELD, ERR_IDEMPOTENCY_KEY_REUSED, ERR_UNKNOWN_POLICY, ERR_UNKNOWN_APPROVAL_RULE, ERR_TIMEOUT_APPROVAL_NOT_ALLOWED, ERR_VALIDATION */
+            /** @description Invalid input: ERR_INSUFFICIENT_CONTEXT_PROOF, ERR_PRECHECK_HASH_MISMATCH, ERR_READ_ONLY_FIELD, ERR_HEADLINE_FIELD, ERR_IDEMPOTENCY_KEY_REUSED, ERR_UNKNOWN_POLICY, ERR_UNKNOWN_APPROVAL_RULE, ERR_UNMEETABLE_APPROVAL_RULE, ERR_TIMEOUT_APPROVAL_NOT_ALLOWED, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2727,7 +2959,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_INSUFFICIENT_CONTEXT_PROOF" | "ERR_PRECHECK_HASH_MISMATCH" | "ERR_READ_ONLY_FIELD" | "ERR_IDEMPOTENCY_KEY_REUSED" | "ERR_UNKNOWN_POLICY" | "ERR_UNKNOWN_APPROVAL_RULE" | "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED" | "ERR_VALIDATION";
+                        error_code?: "ERR_INSUFFICIENT_CONTEXT_PROOF" | "ERR_PRECHECK_HASH_MISMATCH" | "ERR_READ_ONLY_FIELD" | "ERR_HEADLINE_FIELD" | "ERR_IDEMPOTENCY_KEY_REUSED" | "ERR_UNKNOWN_POLICY" | "ERR_UNKNOWN_APPROVAL_RULE" | "ERR_UNMEETABLE_APPROVAL_RULE" | "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -3593,7 +3825,7 @@ export interface operations {
                     operator_id?: string | null;
                     /**
                      * Revision
-                     * @description Required on a task with a subject: the revision reviewed.
+                     * @description Required on a task with a subject: the revision reviewed (a JSON integer: `"1"`, `1.0` and `true` are refused).
                      */
                     revision?: number | null;
                     /**
@@ -3827,6 +4059,8 @@ export interface operations {
                 /** @description A live claim's holder; `me` for the caller. */
                 claimed_by?: string | null;
                 assigned_group?: string | null;
+                /** @description Only tasks decided by an approval rule, still open, on which the caller may vote now at the stage being voted on and has not voted on the current revision. */
+                awaiting_my_vote?: boolean;
                 cursor?: string | null;
                 limit?: number;
             };
@@ -4385,7 +4619,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_HEADLINE_FIELD, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4393,17 +4627,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_HEADLINE_FIELD",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_HEADLINE_FIELD)",
+                     *       "error_code": "ERR_HEADLINE_FIELD",
+                     *       "message": "why this request was refused (ERR_HEADLINE_FIELD)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -5822,7 +6056,7 @@ export interface operations {
                     operator_id?: string | null;
                     /**
                      * Revision
-                     * @description Required on a task with a subject: the revision reviewed.
+                     * @description Required on a task with a subject: the revision reviewed (a JSON integer: `"1"`, `1.0` and `true` are refused).
                      */
                     revision?: number | null;
                     /**
@@ -5830,6 +6064,11 @@ export interface operations {
                      * @description That revision's digest (RFC 8785 SHA-256, as shown on the task).
                      */
                     digest?: string | null;
+                    /**
+                     * Stage
+                     * @description The stage the vote is meant for (from 1, as `approval_progress.stage`): required to vote at a later stage after voting at an earlier one; a vote naming another stage than the one being voted on is 409 `ERR_STAGE_NOT_OPEN`.
+                     */
+                    stage?: number | null;
                 };
             };
         };
@@ -5840,7 +6079,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TaskOut"];
+                    "application/json": components["schemas"]["VotedTaskOut"];
                 };
             };
             /** @description Bad request: ERR_MALFORMED_JSON */
@@ -5941,7 +6180,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_NOT_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5959,7 +6198,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_NOT_DECIDED_BY_VOTES";
+                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -6299,7 +6538,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_UNMEETABLE_APPROVAL_RULE, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6307,17 +6546,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_UNMEETABLE_APPROVAL_RULE",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_UNMEETABLE_APPROVAL_RULE)",
+                     *       "error_code": "ERR_UNMEETABLE_APPROVAL_RULE",
+                     *       "message": "why this request was refused (ERR_UNMEETABLE_APPROVAL_RULE)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_UNMEETABLE_APPROVAL_RULE" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -9256,6 +9495,30 @@ export interface operations {
                         error_code?: "ERR_FORBIDDEN";
                         /** @enum {integer} */
                         status?: 403;
+                    };
+                };
+            };
+            /** @description Gone: ERR_CURSOR_EXPIRED */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_CURSOR_EXPIRED",
+                     *       "title": "Error",
+                     *       "status": 410,
+                     *       "detail": "why this request was refused (ERR_CURSOR_EXPIRED)",
+                     *       "error_code": "ERR_CURSOR_EXPIRED",
+                     *       "message": "why this request was refused (ERR_CURSOR_EXPIRED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_CURSOR_EXPIRED";
+                        /** @enum {integer} */
+                        status?: 410;
                     };
                 };
             };

@@ -387,8 +387,9 @@ class Progress:
         text = f"{self.approvals} of {self.required} approvals"
         if self.stages > 1:
             text = f"Stage {self.stage + 1} of {self.stages} ({self.stage_name}): {text}"
-        if self.need is not None:
-            text += " — " + self.need.text()
+        said = self.need.text() if self.need is not None else ""
+        if said:
+            text += " — " + said
         if self.against:
             text += f"; {self.against} against"
         return text
@@ -420,12 +421,13 @@ class Need:
     at_least: tuple[tuple[str, int], ...]
 
     def text(self) -> str:
+        """Empty when anyone who may vote can give every approval still needed."""
         plural = "s" if self.remaining != 1 else ""
         them = "it" if self.remaining == 1 else "them"
         needs = f"needs {self.remaining} more approval{plural}"
         least = " and ".join(f"{n} from {g}" for g, n in self.at_least)
         if self.anyone:
-            return needs + (f", at least {least}" if least else "")
+            return f"{needs}, at least {least}" if least else ""
         if self.at_least and sum(n for _, n in self.at_least) == self.remaining:
             if len(self.at_least) == 1:
                 return f"{needs}; {self.at_least[0][0]} can give {them}"
