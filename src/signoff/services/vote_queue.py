@@ -66,6 +66,16 @@ async def next_vote(
     return tasks[0] if tasks else None
 
 
+async def count_awaiting(
+    ctx: ServiceContext, principal: Principal, filters: InboxFilters, *, other_than: str = ""
+) -> int:
+    """How many tasks await ``principal``'s vote, besides the task ``other_than`` (a
+    reviewing session's line: the task on the screen is not waiting)."""
+    async with ctx.database.transaction(write=False) as uow:
+        tasks = await awaiting(uow.connection, principal, filters)
+    return sum(1 for task in tasks if str(task.id) != other_than)
+
+
 @dataclass(frozen=True)
 class VotePage:
     tasks: Sequence[Task]
