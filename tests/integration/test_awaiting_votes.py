@@ -4,8 +4,10 @@ the filter lists exactly the tasks on which a vote by that person would be accep
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
+import httpx
 import pytest
 
 from signoff.client import Signoff
@@ -20,6 +22,7 @@ PEOPLE = {
     "oscar": ["marketing"],
     "rita": ["finance"],
 }
+PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture
@@ -150,3 +153,42 @@ def test_the_sdk_lists_the_same(
         listed = [str(task.id) for task in lena.list_tasks(awaiting_my_vote=True, page_size=2)]
     assert listed == awaiting(people["lena"])
     assert len(listed) == 3
+
+
+def console_view(server: LiveServer, who: str) -> tuple[int, list[str]]:
+    """The "Awaiting my vote" tab's count and rows, for ``who`` signed in to the console."""
+    with server.admin() as admin:
+        made = admin.post(
+            "/users",
+            json={
+                "principal_id": who,
+                "role": "reviewer",
+                "groups": PEOPLE[who],
+                "password": PASSWORD,
+            },
+        )
+    assert made.status_code == 201, made.text
+    with httpx.Client(base_url=server.base_url, timeout=30) as browser:
+        form = browser.get("/console/login").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert csrf, form[:500]
+        signed = browser.post(
+            "/console/login",
+            data={"username": who, "password": PASSWORD, "csrf": csrf.group(1)},
+        )
+        assert signed.status_code in (200, 302, 303), signed.text
+        page = browser.get("/console", params={"view": "votes"})
+    assert page.status_code == 200, page.text
+    count = re.search(r'Awaiting my vote <span class="count">\((\d+)\)</span>', page.text)
+    assert count, page.text[:2000]
+    return int(count.group(1)), re.findall(r'<tr[^>]*data-task-id="([^"]+)"', page.text)
+
+
+def test_the_console_view_and_its_count_match_the_filter(
+    server: LiveServer, people: dict[str, Client], producer: Client
+) -> None:
+    scenario(producer, people)
+    for who in ("lena", "oscar", "rita"):
+        listed = awaiting(people[who])
+        count, rows = console_view(server, who)
+        assert (count, rows) == (len(listed), listed), who

@@ -14,6 +14,7 @@ from signoff.domain.approval_rules import (
     rule_from_json,
 )
 from signoff.domain.ballots import vote_refusal
+from signoff.domain.messages import render_notification
 from signoff.domain.states import Decision
 from signoff.errors import ErrorCode, Unprocessable
 
@@ -205,4 +206,27 @@ def test_progress_words_name_the_stage_being_voted_on() -> None:
     second = progress(rule, [vote("f", "finance"), vote("g", "finance", stage=1)])
     assert second.text() == (
         "Stage 2 of 2 (legal): 1 of 2 approvals — needs 1 more approval; legal can give it"
+    )
+
+
+def test_a_notification_says_the_same_progress_line() -> None:
+    standing = progress(
+        parse_rule({"groups": {"finance": 1, "legal": 1}}), [vote("bo", "finance", "legal")]
+    )
+    task: dict[str, Any] = {
+        "entity_type": "payment",
+        "entity_id": "pay_1",
+        "reason_code": "DUAL_CONTROL",
+        "escalation_level": 0,
+        "diagnostic_bundle": {"input_snapshot": {}, "evaluator_verdict": {}},
+        "approval_progress": standing.as_json(),
+    }
+    _, body = render_notification(task, kind="review_requested", link=None)
+    assert (
+        "Approval by several people: 1 of 2 approvals — needs 1 more approval; "
+        "finance or legal can give it\n" in body
+    )
+    del task["approval_progress"]
+    assert (
+        "Approval by several people" not in render_notification(task, kind="reminder", link=None)[1]
     )

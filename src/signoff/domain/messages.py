@@ -65,6 +65,15 @@ def summary_lines(task: dict[str, Any]) -> list[str]:
     return lines
 
 
+def progress_lines(task: dict[str, Any]) -> list[str]:
+    """Where a task's approval rule stands, in the line every door shows
+    (``approval_progress.text``); nothing for a task one person decides."""
+    standing = task.get("approval_progress")
+    if not standing:
+        return []
+    return [f"Approval by several people: {one_line(standing['text'])}"]
+
+
 def render_notification(task: dict[str, Any], *, kind: str, link: str | None) -> tuple[str, str]:
     """Subject line and plain-text body of a notification e-mail."""
     title = KIND_TITLES.get(kind, "Review update")
@@ -79,6 +88,7 @@ def render_notification(task: dict[str, Any], *, kind: str, link: str | None) ->
         "",
         f"Entity: {one_line(task['entity_type'])} {one_line(task['entity_id'])}",
         f"Reason: {one_line(task['reason_code'])}",
+        *progress_lines(task),
         verdict_line(task),
         "Input snapshot:",
         *snapshot_lines(task),
