@@ -113,6 +113,8 @@ def test_a_rejection_from_outside_the_groups_is_said_to_be_no_veto(
     assert axe_violations(oscar) == []
     oscar.get_by_label("Notes").fill("not convinced")
     oscar.get_by_role("button", name="Vote: Reject").click()
+    expect(oscar.locator("#confirm-text")).not_to_contain_text("This vote decides the task")
+    oscar.get_by_role("button", name="Confirm").click()
     expect(oscar.locator(".notice")).to_contain_text(
         "recorded as a vote against but does not end the vote"
     )
