@@ -95,3 +95,36 @@ def test_a_reviewer_votes_through_what_awaits_their_vote_by_keyboard(
     expect(tab.locator(".count")).to_have_text("(0)")
     expect(lena.locator("tr.empty")).to_be_visible()
     assert axe_violations(lena) == []
+
+
+def test_a_session_from_available_goes_on_to_the_votes_once_nothing_is_left_to_claim(
+    served: Served, signed_in: Any
+) -> None:
+    members(served, lars=["legal"], finn=["finance"])
+    producer = served.key("producer", "bot")
+    single = ask(served, producer, None)
+    voted = ask(served, producer, {"approvals": 2})
+    ann = signed_in("ann")
+    ann.goto("/console?view=available")
+    ann.locator("body").focus()
+    ann.keyboard.press("n")
+    progress = ann.locator("#session-progress")
+    # The task to claim first; the vote task waits its turn (and is counted as waiting).
+    expect(progress).to_contain_text("0 decided in this session, 1 waiting")
+    assert task_on_screen(ann) == single
+    expect(ann.locator("#lease-timer")).to_be_visible()
+    ann.keyboard.press("a")
+    ann.keyboard.press("Enter")
+    expect(progress).to_contain_text("1 decided in this session, 0 waiting")
+    assert task_on_screen(ann) == voted
+    expect(ann.locator("#lease-timer")).to_have_count(0)  # no claim for a vote
+    ann.keyboard.press("a")
+    expect(ann.locator("#confirm-text")).to_contain_text("Vote: Approve")
+    ann.keyboard.press("Enter")
+    expect(ann.locator("#session-end")).to_contain_text(
+        "you decided 2 tasks in this reviewing session"
+    )
+    with served.api(producer) as api:
+        assert api.get(f"/tasks/{single}").json()["operator_id"] == "ann"
+        task = api.get(f"/tasks/{voted}").json()
+    assert ([v["voter"] for v in task["votes"]], task["claimed_by"]) == (["ann"], None)
