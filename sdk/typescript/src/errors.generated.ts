@@ -47,21 +47,25 @@ export type ErrorCode =
   | "ERR_TASK_EXPIRED"
   | "ERR_TASK_CANCELLED"
   | "ERR_ALREADY_VOTED"
+  | "ERR_STAGE_NOT_OPEN"
   | "ERR_DECIDED_BY_VOTES"
   | "ERR_NOT_DECIDED_BY_VOTES"
   | "ERR_POLICY_EXISTS"
   | "ERR_USER_EXISTS"
   | "ERR_EMAIL_IN_USE"
+  | "ERR_CURSOR_EXPIRED"
   | "ERR_REVISION_CONFLICT"
   | "ERR_PAYLOAD_TOO_LARGE"
   | "ERR_VALIDATION"
   | "ERR_INSUFFICIENT_CONTEXT_PROOF"
   | "ERR_PRECHECK_HASH_MISMATCH"
+  | "ERR_HEADLINE_FIELD"
   | "ERR_IDEMPOTENCY_KEY_REUSED"
   | "ERR_READ_ONLY_FIELD"
   | "ERR_WEBHOOK_URL_FORBIDDEN"
   | "ERR_UNKNOWN_POLICY"
   | "ERR_UNKNOWN_APPROVAL_RULE"
+  | "ERR_UNMEETABLE_APPROVAL_RULE"
   | "ERR_UNKNOWN_GROUP"
   | "ERR_TIMEOUT_APPROVAL_NOT_ALLOWED"
   | "ERR_PRECONDITION_REQUIRED"
@@ -116,21 +120,25 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, { status: number | null; me
   ERR_TASK_EXPIRED: { status: 409, meaning: "The task expired." },
   ERR_TASK_CANCELLED: { status: 409, meaning: "The task was cancelled." },
   ERR_ALREADY_VOTED: { status: 409, meaning: "The caller already voted at this stage of the task's approval rule: a vote counts once." },
+  ERR_STAGE_NOT_OPEN: { status: 409, meaning: "The vote names a stage of the approval rule that is not being voted on now (with `stage`, the one that is)." },
   ERR_DECIDED_BY_VOTES: { status: 409, meaning: "The task has an approval rule: it is decided by votes (`POST /tasks/{id}/votes`), not claimed and resolved." },
   ERR_NOT_DECIDED_BY_VOTES: { status: 409, meaning: "The task has no approval rule: one person decides it under a lease." },
   ERR_POLICY_EXISTS: { status: 409, meaning: "An escalation policy of that name exists." },
   ERR_USER_EXISTS: { status: 409, meaning: "A console user with that id exists." },
   ERR_EMAIL_IN_USE: { status: 409, meaning: "Another console user has that email address." },
+  ERR_CURSOR_EXPIRED: { status: 410, meaning: "Retention removed events after the catch-up cursor; read again from `oldest_cursor`." },
   ERR_REVISION_CONFLICT: { status: 412, meaning: "`If-Match` names a subject revision that is no longer current." },
   ERR_PAYLOAD_TOO_LARGE: { status: 413, meaning: "The body is larger than `SIGNOFF_MAX_BODY_BYTES`." },
   ERR_VALIDATION: { status: 422, meaning: "Invalid input; `errors` names every offending field." },
   ERR_INSUFFICIENT_CONTEXT_PROOF: { status: 422, meaning: "The diagnostic bundle lacks required evidence (with `missing_fields`)." },
   ERR_PRECHECK_HASH_MISMATCH: { status: 422, meaning: "`precheck_hash` is not the hash of the bundle's `attempted_actions`." },
+  ERR_HEADLINE_FIELD: { status: 422, meaning: "A headline or key-field pointer does not resolve in the task's subject or input, or names a value its type cannot show (`errors` names each pointer)." },
   ERR_IDEMPOTENCY_KEY_REUSED: { status: 422, meaning: "The idempotency key was used with another body." },
   ERR_READ_ONLY_FIELD: { status: 422, meaning: "The body sets a field only the service sets." },
   ERR_WEBHOOK_URL_FORBIDDEN: { status: 422, meaning: "The webhook URL points where deliveries may not go." },
   ERR_UNKNOWN_POLICY: { status: 422, meaning: "The escalation names no known escalation policy." },
   ERR_UNKNOWN_APPROVAL_RULE: { status: 422, meaning: "The escalation names no known approval rule." },
+  ERR_UNMEETABLE_APPROVAL_RULE: { status: 422, meaning: "The approval rule needs more people than its groups (or the reviewers) have." },
   ERR_UNKNOWN_GROUP: { status: 422, meaning: "A reassignment names a group that no user, API key or escalation policy names." },
   ERR_TIMEOUT_APPROVAL_NOT_ALLOWED: { status: 422, meaning: "An escalation's `timeout` asked to approve when time runs out: only a person approves." },
   ERR_PRECONDITION_REQUIRED: { status: 428, meaning: "Replacing the subject needs `If-Match` with the current revision's ETag." },
@@ -150,6 +158,7 @@ export class BadRequest extends ApiError {}
 /**
  * `ERR_CLAIM_LIMIT` (409): The caller already holds as many live leases as allowed (with `limit` and `live_leases`).
  * `ERR_REVISION_LIMIT` (409): The task has as many subject revisions as allowed (with `limit`): escalate anew.
+ * `ERR_STAGE_NOT_OPEN` (409): The vote names a stage of the approval rule that is not being voted on now (with `stage`, the one that is).
  * `ERR_NOT_DECIDED_BY_VOTES` (409): The task has no approval rule: one person decides it under a lease.
  * `ERR_POLICY_EXISTS` (409): An escalation policy of that name exists.
  * `ERR_USER_EXISTS` (409): A console user with that id exists.
@@ -166,6 +175,8 @@ export class Conflict extends ApiError {}
  * `ERR_ACCOUNT_IS_LOCAL` (403): Single sign-on named a principal of another account (a local user, an API key, another identity); an administrator may link them (signoff link-sso).
  */
 export class Forbidden extends ApiError {}
+
+export class Gone extends ApiError {}
 
 /**
  * `ERR_NOT_FOUND` (404): No such path.
@@ -218,10 +229,12 @@ export class Unauthorized extends ApiError {}
 
 /**
  * `ERR_VALIDATION` (422): Invalid input; `errors` names every offending field.
+ * `ERR_HEADLINE_FIELD` (422): A headline or key-field pointer does not resolve in the task's subject or input, or names a value its type cannot show (`errors` names each pointer).
  * `ERR_READ_ONLY_FIELD` (422): The body sets a field only the service sets.
  * `ERR_WEBHOOK_URL_FORBIDDEN` (422): The webhook URL points where deliveries may not go.
  * `ERR_UNKNOWN_POLICY` (422): The escalation names no known escalation policy.
  * `ERR_UNKNOWN_APPROVAL_RULE` (422): The escalation names no known approval rule.
+ * `ERR_UNMEETABLE_APPROVAL_RULE` (422): The approval rule needs more people than its groups (or the reviewers) have.
  * `ERR_UNKNOWN_GROUP` (422): A reassignment names a group that no user, API key or escalation policy names.
  * `ERR_TIMEOUT_APPROVAL_NOT_ALLOWED` (422): An escalation's `timeout` asked to approve when time runs out: only a person approves.
  */
@@ -250,6 +263,16 @@ export class AlreadyVoted extends Conflict {}
 export class ApprovalNotValid extends Conflict {
   get reason(): string | undefined {
     return this.problemText("reason");
+  }
+}
+
+/**
+ * Retention removed events of the caller's tasks after the catch-up cursor: they can no longer be read. Reconcile what they may have changed (read the tasks), then read on from ``oldest_cursor``, from which nothing is missing.
+ * `ERR_CURSOR_EXPIRED` (410): Retention removed events after the catch-up cursor; read again from `oldest_cursor`.
+ */
+export class CursorExpired extends Gone {
+  get oldestCursor(): string | undefined {
+    return this.problemText("oldest_cursor");
   }
 }
 
@@ -389,6 +412,7 @@ export const BY_CODE: Readonly<Record<string, ApiErrorClass>> = {
   ERR_DECIDED_BY_VOTES: DecidedByVotes,
   ERR_NOT_ELIGIBLE_TO_VOTE: NotEligibleToVote,
   ERR_IDEMPOTENCY_KEY_IN_USE: IdempotencyKeyInUse,
+  ERR_CURSOR_EXPIRED: CursorExpired,
   ERR_REVISION_CONFLICT: PreconditionFailed,
   ERR_PRECONDITION_REQUIRED: PreconditionRequired,
   ERR_PAYLOAD_TOO_LARGE: PayloadTooLarge,
@@ -405,6 +429,7 @@ export const BY_STATUS: Readonly<Record<number, ApiErrorClass>> = {
   403: Forbidden,
   404: NotFound,
   409: Conflict,
+  410: Gone,
   412: PreconditionFailed,
   413: PayloadTooLarge,
   422: ValidationFailed,
