@@ -140,7 +140,7 @@ def test_per_group_minimums_count_each_approver_once(server: LiveServer, produce
     assert second_legal["status"] == "PENDING_REVIEW"
     assert second_legal["approval_progress"]["approvals"] == 1
     assert second_legal["approval_progress"]["waiting_on"] == ["finance"]
-    assert "waiting on finance" in second_legal["approval_progress"]["text"]
+    assert "needs 1 more approval; finance can give it" in second_legal["approval_progress"]["text"]
     # Someone in both groups fills finance's place (legal's is filled already).
     done = cast(both, task).json()
     assert (done["status"], done["decision"]) == ("RESOLVED", "APPROVED")

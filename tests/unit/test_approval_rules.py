@@ -14,6 +14,7 @@ from signoff.domain.approval_rules import (
     rule_from_json,
 )
 from signoff.domain.ballots import vote_refusal
+from signoff.domain.messages import render_notification
 from signoff.domain.states import Decision
 from signoff.errors import ErrorCode, Unprocessable
 
@@ -69,7 +70,7 @@ def test_group_places_are_filled_by_the_best_matching() -> None:
     assert (state.approvals, state.outcome) == (2, Decision.APPROVED)
     short = progress(rule, [vote("lena", "legal"), vote("lars", "legal")])
     assert (short.approvals, short.waiting_on, short.outcome) == (1, ("finance",), None)
-    assert short.text() == "1 of 2 approvals — waiting on finance"
+    assert short.text() == "1 of 2 approvals — needs 1 more approval; finance can give it"
 
 
 def test_free_places_take_anyone_beyond_the_group_minimums() -> None:
@@ -122,3 +123,110 @@ def test_who_may_vote() -> None:
     assert refused(
         "lena", ("legal",), [*done, vote("lena", stage=1, decision=Decision.REJECTED)]
     ) is (ErrorCode.ALREADY_VOTED)
+
+
+@pytest.mark.parametrize(
+    ("raw", "votes", "text", "waiting_on"),
+    [
+        # Plain N of M: anyone who may vote can give what is missing; nothing to add.
+        ({"approvals": 2}, [], "0 of 2 approvals", ()),
+        ({"approvals": 3}, [vote("a")], "1 of 3 approvals", ()),
+        # One from each group: both are named, with how many each must give.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [],
+            "0 of 2 approvals — needs 2 more approvals: 1 from finance and 1 from legal",
+            ("finance", "legal"),
+        ),
+        # Finance's place is taken: only legal can give the last approval.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [vote("fiona", "finance")],
+            "1 of 2 approvals — needs 1 more approval; legal can give it",
+            ("legal",),
+        ),
+        # A member of both groups approved: either group's vote completes it, so neither
+        # is waited on.
+        (
+            {"groups": {"finance": 1, "legal": 1}},
+            [vote("bo", "finance", "legal")],
+            "1 of 2 approvals — needs 1 more approval; finance or legal can give it",
+            (),
+        ),
+        # Group minimums below the total: free places take anyone.
+        (
+            {"approvals": 2, "groups": {"finance": 1}},
+            [vote("a")],
+            "1 of 2 approvals — needs 1 more approval; finance can give it",
+            ("finance",),
+        ),
+        (
+            {"approvals": 2, "groups": {"finance": 1}},
+            [vote("fiona", "finance")],
+            "1 of 2 approvals",
+            (),
+        ),
+        (
+            {"approvals": 3, "groups": {"legal": 2}},
+            [],
+            "0 of 3 approvals — needs 3 more approvals, at least 2 from legal",
+            ("legal",),
+        ),
+        # Two of three groups, any two: any of them can give it, none is required.
+        (
+            {"approvals": 3, "groups": {"finance": 1, "legal": 1, "ops": 1}},
+            [vote("fiona", "finance"), vote("bo", "legal", "ops")],
+            "2 of 3 approvals — needs 1 more approval; legal or ops can give it",
+            (),
+        ),
+    ],
+)
+def test_progress_words_say_who_can_still_give_what(
+    raw: dict[str, Any], votes: list[Vote], text: str, waiting_on: tuple[str, ...]
+) -> None:
+    standing = progress(parse_rule(raw), votes)
+    assert standing.text() == text
+    assert standing.waiting_on == waiting_on
+    assert standing.as_json()["text"] == text
+
+
+def test_progress_words_name_the_stage_being_voted_on() -> None:
+    rule = parse_rule(
+        {
+            "stages": [
+                {"name": "finance", "groups": {"finance": 1}},
+                {"name": "legal", "approvals": 2, "groups": {"legal": 1}},
+            ]
+        }
+    )
+    assert progress(rule, []).text() == (
+        "Stage 1 of 2 (finance): 0 of 1 approvals — needs 1 more approval; finance can give it"
+    )
+    # A finance vote at the legal stage fills a free place; legal's place is still open.
+    second = progress(rule, [vote("f", "finance"), vote("g", "finance", stage=1)])
+    assert second.text() == (
+        "Stage 2 of 2 (legal): 1 of 2 approvals — needs 1 more approval; legal can give it"
+    )
+
+
+def test_a_notification_says_the_same_progress_line() -> None:
+    standing = progress(
+        parse_rule({"groups": {"finance": 1, "legal": 1}}), [vote("bo", "finance", "legal")]
+    )
+    task: dict[str, Any] = {
+        "entity_type": "payment",
+        "entity_id": "pay_1",
+        "reason_code": "DUAL_CONTROL",
+        "escalation_level": 0,
+        "diagnostic_bundle": {"input_snapshot": {}, "evaluator_verdict": {}},
+        "approval_progress": standing.as_json(),
+    }
+    _, body = render_notification(task, kind="review_requested", link=None)
+    assert (
+        "Approval by several people: 1 of 2 approvals — needs 1 more approval; "
+        "finance or legal can give it\n" in body
+    )
+    del task["approval_progress"]
+    assert (
+        "Approval by several people" not in render_notification(task, kind="reminder", link=None)[1]
+    )

@@ -63,6 +63,8 @@ export interface TaskFilters {
   executionStatus?: string;
   claimedBy?: string;
   assignedGroup?: string;
+  /** Only the tasks awaiting the caller's vote. */
+  awaitingMyVote?: boolean;
   pageSize?: number;
 }
 
@@ -250,6 +252,7 @@ export class Signoff {
       execution_status: filters.executionStatus,
       claimed_by: filters.claimedBy,
       assigned_group: filters.assignedGroup,
+      awaiting_my_vote: filters.awaitingMyVote ? "true" : undefined,
       limit,
       cursor: cursor ?? undefined,
     };

@@ -4063,6 +4063,8 @@ export interface operations {
                 /** @description A live claim's holder; `me` for the caller. */
                 claimed_by?: string | null;
                 assigned_group?: string | null;
+                /** @description Only tasks decided by an approval rule, still open, on which the caller may vote now at the stage being voted on and has not voted on the current revision. */
+                awaiting_my_vote?: boolean;
                 cursor?: string | null;
                 limit?: number;
             };

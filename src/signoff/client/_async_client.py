@@ -184,6 +184,7 @@ class AsyncSignoff:
         execution_status: str | None = None,
         claimed_by: str | None = None,
         assigned_group: str | None = None,
+        awaiting_my_vote: bool = False,
         page_size: int = 50,
     ) -> AsyncIterator[Task]:
         filters = dict(
@@ -194,6 +195,7 @@ class AsyncSignoff:
             execution_status=execution_status,
             claimed_by=claimed_by,
             assigned_group=assigned_group,
+            awaiting_my_vote=True if awaiting_my_vote else None,
         )
         cursor: str | None = None
         while True:

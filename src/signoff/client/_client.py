@@ -206,9 +206,11 @@ class Signoff:
         execution_status: str | None = None,
         claimed_by: str | None = None,
         assigned_group: str | None = None,
+        awaiting_my_vote: bool = False,
         page_size: int = 50,
     ) -> Iterator[Task]:
-        """Every matching task, oldest first, fetching pages as the iteration goes."""
+        """Every matching task, oldest first, fetching pages as the iteration goes;
+        ``awaiting_my_vote``: only the tasks awaiting the caller's vote."""
         filters = dict(
             status=status,
             entity_type=entity_type,
@@ -217,6 +219,7 @@ class Signoff:
             execution_status=execution_status,
             claimed_by=claimed_by,
             assigned_group=assigned_group,
+            awaiting_my_vote=True if awaiting_my_vote else None,
         )
         cursor: str | None = None
         while True:

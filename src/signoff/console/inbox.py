@@ -237,11 +237,13 @@ async def inbox_new(request: Request, principal: SignedIn) -> Response:
 @router.post("/start")
 async def start_reviewing(request: Request, principal: CsrfChecked) -> Response:
     """Start a reviewing session: claim the oldest task the reviewer may take (the
-    filters of the current view apply) and open it; each decision then opens the next
-    (:mod:`signoff.console.review_session`)."""
+    filters of the current view apply), or open the oldest awaiting their vote; each
+    decision or vote then opens the next (:mod:`signoff.console.review_session`). From
+    the "Awaiting my vote" view, the session goes through votes alone."""
     form = await read_form(request)
     filters = review_session.filters_of({name: form.get(name) or "" for name in FILTER_NAMES})
-    return await review_session.start(request, principal, filters)
+    votes_only = form.get("view") == review_session.VOTES_VIEW
+    return await review_session.start(request, principal, filters, votes_only)
 
 
 @router.post("/bulk")

@@ -1,6 +1,9 @@
 """A reviewing session: "Start reviewing" claims the oldest claimable task matching the
 inbox's filters and opens it; after each decision the next one is claimed and opened, with
-a progress line on the task page, until nothing is left to claim or the reviewer stops.
+a progress line on the task page, until nothing is left or the reviewer stops. When no
+task is left to claim, the session goes on with the tasks awaiting the reviewer's vote
+(opened without a claim: votes take no lease), one after each vote; started from the
+"Awaiting my vote" view, it goes through those alone.
 
 The session lives in the task page's address (``review``: how many tasks were decided in
 it so far, beside the filters), so each tab has its own and a reload keeps it. The address
@@ -24,7 +27,7 @@ from signoff.domain.inbox import MAX_LEVEL
 from signoff.domain.params import number_or_none
 from signoff.domain.tasks import Principal
 from signoff.errors import ErrorCode, SignoffError
-from signoff.services import review_queue
+from signoff.services import review_queue, vote_queue
 from signoff.services.context import ServiceContext
 from signoff.services.inbox import InboxFilters
 
@@ -64,9 +67,17 @@ def _filter_pairs(filters: InboxFilters) -> dict[str, str]:
     return {n: str(getattr(filters, n)) for n in FILTERS if getattr(filters, n) is not None}
 
 
-def session_query(filters: InboxFilters, decided: int) -> str:
-    """The task page's address query inside a session (the Available view's filters)."""
-    pairs = {"view": "available", **_filter_pairs(filters), SESSION: str(decided)}
+#: The view a session started from the "Awaiting my vote" tab keeps: votes alone.
+VOTES_VIEW = "votes"
+
+
+def _view(votes_only: bool) -> str:
+    return VOTES_VIEW if votes_only else "available"
+
+
+def session_query(filters: InboxFilters, decided: int, votes_only: bool = False) -> str:
+    """The task page's address query inside a session (its view's filters)."""
+    pairs = {"view": _view(votes_only), **_filter_pairs(filters), SESSION: str(decided)}
     return urlencode(pairs)
 
 
@@ -79,40 +90,70 @@ def _params(nav: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(nav).items()}
 
 
-async def start(request: Request, principal: Principal, filters: InboxFilters) -> Response:
-    """Claim the first task of a session and open it (the inbox's "Start reviewing")."""
+async def _next_task(
+    request: Request,
+    principal: Principal,
+    filters: InboxFilters,
+    tokens: TokenChanges,
+    votes_only: bool,
+) -> str | None:
+    """The next task of a session, claimed (its lease kept in ``tokens``) or awaiting the
+    reviewer's vote; ``None`` when nothing is left.
+
+    Raises:
+        SignoffError: the claim was refused (``ERR_CLAIM_LIMIT``…).
+    """
+    context = service_context(request)
+    if not votes_only:
+        grant = await review_queue.claim_next(context, principal, filters)
+        if grant is not None:
+            tokens.keep(grant.task.id, grant.lease_token)
+            return str(grant.task.id)
+    awaiting = await vote_queue.next_vote(context, principal, filters)
+    return str(awaiting.id) if awaiting is not None else None
+
+
+async def start(
+    request: Request, principal: Principal, filters: InboxFilters, votes_only: bool = False
+) -> Response:
+    """Open the first task of a session (the inbox's "Start reviewing")."""
     tokens = TokenChanges.of(request)
     try:
-        grant = await review_queue.claim_next(service_context(request), principal, filters)
+        task_id = await _next_task(request, principal, filters, tokens, votes_only)
     except SignoffError as error:
         return go(request, "/console?" + urlencode({"notice": "refused", "code": error.error_code}))
-    if grant is None:
-        return go(request, "/console?" + urlencode({"view": "available", "notice": "nothing"}))
-    tokens.keep(grant.task.id, grant.lease_token)
-    return go(request, f"/console/tasks/{grant.task.id}?{session_query(filters, 0)}", tokens)
+    if task_id is None:
+        return go(
+            request, "/console?" + urlencode({"view": _view(votes_only), "notice": "nothing"})
+        )
+    return go(request, f"/console/tasks/{task_id}?{session_query(filters, 0, votes_only)}", tokens)
 
 
 async def after_decision(
     request: Request, principal: Principal, nav: str, tokens: TokenChanges
 ) -> Response | None:
-    """Inside a session (``nav``, the task page's query, names one): claim the next task
-    and open it, or say the session is over. ``None`` outside a session."""
+    """Inside a session (``nav``, the task page's query, names one): open the next task
+    (claimed, or awaiting a vote), or say the session is over. ``None`` outside a
+    session. A vote counts as one decision of the session."""
     params = _params(nav)
     so_far = _count(params.get(SESSION))
     if so_far is None:
         return None
     decided = min(so_far + 1, _MAX_COUNT)
     filters = filters_of(params)
+    votes_only = params.get("view") == VOTES_VIEW
     ended = {**_filter_pairs(filters), "decided": str(decided)}
+    if votes_only:
+        ended["view"] = VOTES_VIEW
     try:
-        grant = await review_queue.claim_next(service_context(request), principal, filters)
+        task_id = await _next_task(request, principal, filters, tokens, votes_only)
     except SignoffError as error:
         reason = "limit" if error.error_code is ErrorCode.CLAIM_LIMIT else "refused"
         return go(request, "/console/review/done?" + urlencode({**ended, "reason": reason}), tokens)
-    if grant is None:
+    if task_id is None:
         return go(request, "/console/review/done?" + urlencode(ended), tokens)
-    tokens.keep(grant.task.id, grant.lease_token)
-    return go(request, f"/console/tasks/{grant.task.id}?{session_query(filters, decided)}", tokens)
+    query = session_query(filters, decided, votes_only)
+    return go(request, f"/console/tasks/{task_id}?{query}", tokens)
 
 
 async def page_values(
@@ -122,12 +163,15 @@ async def page_values(
     "Stop reviewing", how many were decided. ``None`` for a task opened otherwise."""
     filters = filters_of(params)
     decided = _count(params.get(SESSION))
+    votes_only = params.get("view") == VOTES_VIEW
     if decided is not None:
-        stop = {"view": "available", **_filter_pairs(filters), STOPPED: str(decided)}
+        stop = {"view": _view(votes_only), **_filter_pairs(filters), STOPPED: str(decided)}
+        votes = await vote_queue.count_awaiting(context, principal, filters, other_than=task_id)
+        claimable = 0 if votes_only else await review_queue.waiting(context, principal, filters)
         return {
             "active": True,
             "decided": decided,
-            "waiting": await review_queue.waiting(context, principal, filters),
+            "waiting": claimable + votes,
             "filters": filters_text(filters),
             "stop_url": f"/console/tasks/{task_id}?{urlencode(stop)}",
         }
@@ -139,7 +183,9 @@ async def page_values(
 
 def session_nav(params: Mapping[str, str]) -> dict[str, str]:
     """The session's part of a task page's address, carried by its forms."""
-    return {SESSION: params[SESSION]} if _count(params.get(SESSION)) is not None else {}
+    if _count(params.get(SESSION)) is None:
+        return {}
+    return {SESSION: params[SESSION]}
 
 
 @router.get("/review/done")
@@ -156,6 +202,9 @@ async def done(request: Request, principal: SignedIn) -> Response:
         reason=reason if reason in ("limit", "refused") else None,
         filters=filters,
         filters_text=filters_text(filters),
-        inbox_query=urlencode({"view": "available", **_filter_pairs(filters)}),
+        votes_only=params.get("view") == VOTES_VIEW,
+        inbox_query=urlencode(
+            {"view": _view(params.get("view") == VOTES_VIEW), **_filter_pairs(filters)}
+        ),
         csrf=csrf_token(request),
     )

@@ -338,6 +338,11 @@ async def task_action(
         return await _decide(request, principal, task_id, tokens)
     if action == "vote":
         notices = await console_votes.cast(request, principal, task_id)
+        if all(notice.tone != "error" for notice in notices):
+            nav = str((await read_form(request)).get("nav") or "")
+            following = await review_session.after_decision(request, principal, nav, tokens)
+            if following is not None:
+                return following
         return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
     notices = await _act(request, principal, task_id, tokens, action)
     return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from signoff.domain.clock import rfc3339
+from signoff.domain.ballot_box import Vote as Vote
+from signoff.domain.ballot_box import votes_from_json as votes_from_json
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import Decision
 from signoff.errors import FieldError, validation_error
@@ -291,71 +291,6 @@ def rule_from_json(document: Mapping[str, Any]) -> ApprovalRule:
     )
 
 
-# --- Votes ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Vote:
-    """One person's vote at one stage, bound to the revision and digest they saw."""
-
-    voter: str
-    key_id: str
-    """The voter's API key id or console user id (the execution gate checks it is live)."""
-    groups: tuple[str, ...]
-    """The voter's groups when they voted (what the group minimums count)."""
-    decision: Decision
-    notes: str | None
-    revision: int | None
-    digest: str | None
-    stage: int
-    at: datetime
-    door: str
-    """Where the vote came from: ``api``, ``console`` or ``link``."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "voter": self.voter,
-            "key_id": self.key_id,
-            "groups": list(self.groups),
-            "decision": self.decision.value,
-            "notes": self.notes,
-            "revision": self.revision,
-            "digest": self.digest,
-            "stage": self.stage,
-            "at": rfc3339(self.at),
-            "door": self.door,
-        }
-
-    def public(self) -> dict[str, Any]:
-        """What the API, events and pages show of a vote (no credential id). Stages are
-        numbered from 1 wherever they are shown, as in ``approval_progress``."""
-        view = self.as_json()
-        del view["key_id"]
-        view["stage"] = self.stage + 1
-        return view
-
-    def same_as(self, decision: Decision, notes: str | None, revision: int | None) -> bool:
-        return (self.decision, self.notes, self.revision) == (decision, notes, revision)
-
-
-def votes_from_json(documents: Sequence[Mapping[str, Any]] | None) -> list[Vote]:
-    return [
-        Vote(
-            voter=d["voter"],
-            key_id=d["key_id"],
-            groups=tuple(d["groups"]),
-            decision=Decision(d["decision"]),
-            notes=d["notes"],
-            revision=d["revision"],
-            digest=d["digest"],
-            stage=int(d["stage"]),
-            at=datetime.fromisoformat(d["at"]),
-            door=d["door"],
-        )
-        for d in documents or ()
-    ]
-
-
 @dataclass(frozen=True)
 class Progress:
     """Where a rule stands on the live votes."""
@@ -368,14 +303,18 @@ class Progress:
     """Approvals that count at this stage."""
     required: int
     waiting_on: tuple[str, ...]
-    """Groups whose minimum is still short at this stage."""
+    """Groups that must still give approvals at this stage, however the stage is met
+    (a group another could stand in for is not waited on)."""
     against: int
     """Votes against (rejections and revision requests) at every stage, vetoing or not."""
     outcome: Decision | None
     """``APPROVED`` when every stage is met; the vetoing decision when a veto ended it."""
+    need: Need | None = None
+    """Who can still give what at this stage (``None`` once decided)."""
 
     def text(self) -> str:
-        """One line for people: "1 of 2 approvals — waiting on finance"."""
+        """One line for people: "1 of 2 approvals — needs 1 more approval; legal can give
+        it". Every door shows this line."""
         if self.outcome is Decision.APPROVED:
             return f"Approved: {self.required} of {self.required} approvals"
         if self.outcome is not None:
@@ -383,8 +322,9 @@ class Progress:
         text = f"{self.approvals} of {self.required} approvals"
         if self.stages > 1:
             text = f"Stage {self.stage + 1} of {self.stages} ({self.stage_name}): {text}"
-        if self.waiting_on:
-            text += " — waiting on " + " and ".join(self.waiting_on)
+        said = self.need.text() if self.need is not None else ""
+        if said:
+            text += " — " + said
         if self.against:
             text += f"; {self.against} against"
         return text
@@ -402,6 +342,60 @@ class Progress:
             "outcome": self.outcome.value if self.outcome else None,
             "text": self.text(),
         }
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a stage still needs: how many approvals, whose approval would count now
+    (``anyone``, or the members of ``can_give``), and the least each group must still
+    give (``at_least``) however the rest is filled."""
+
+    remaining: int
+    anyone: bool
+    can_give: tuple[str, ...]
+    at_least: tuple[tuple[str, int], ...]
+
+    def text(self) -> str:
+        """Empty when anyone who may vote can give every approval still needed."""
+        plural = "s" if self.remaining != 1 else ""
+        them = "it" if self.remaining == 1 else "them"
+        needs = f"needs {self.remaining} more approval{plural}"
+        least = " and ".join(f"{n} from {g}" for g, n in self.at_least)
+        if self.anyone:
+            return f"{needs}, at least {least}" if least else ""
+        if self.at_least and sum(n for _, n in self.at_least) == self.remaining:
+            if len(self.at_least) == 1:
+                return f"{needs}; {self.at_least[0][0]} can give {them}"
+            return f"{needs}: {least}"
+        text = f"{needs}; {' or '.join(self.can_give)} can give {them}"
+        return text + (f", at least {least}" if least else "")
+
+
+def need(stage: Stage, approvers: Sequence[Sequence[str]]) -> Need:
+    """Who can still give what at ``stage`` given the approvers so far (each by their
+    groups): an approval counts now when one more approver of that kind raises the
+    count, and a group must give at least *n* more when the stage cannot be met with
+    fewer of its members, everyone else being as able as can be."""
+    counted, _ = filling(stage, approvers)
+    remaining = stage.approvals - counted
+    names = stage.group_names
+
+    def counts(extra: Sequence[Sequence[str]]) -> int:
+        return filling(stage, [*approvers, *extra])[0]
+
+    anyone = counts([()]) > counted
+    can_give = tuple(g for g in names if counts([(g,)]) > counted)
+    at_least: list[tuple[str, int]] = []
+    for group in names:
+        others = tuple(g for g in names if g != group)
+        least = next(
+            k
+            for k in range(remaining + 1)
+            if counts([names] * k + [others] * (remaining - k)) >= stage.approvals
+        )
+        if least:
+            at_least.append((group, least))
+    return Need(remaining, anyone, can_give, tuple(at_least))
 
 
 def filling(stage: Stage, approvers: Sequence[Sequence[str]]) -> tuple[int, tuple[str, ...]]:
@@ -438,8 +432,9 @@ def progress(rule: ApprovalRule, votes: Sequence[Vote]) -> Progress:
         approvers = [
             v.groups for v in votes if v.stage == index and v.decision is Decision.APPROVED
         ]
-        counted, short = filling(stage, approvers)
+        counted, _ = filling(stage, approvers)
         met = counted >= stage.approvals
+        needed = None if met or vetoed else need(stage, approvers)
         last = index == len(rule.stages) - 1
         if not met or last:
             return Progress(
@@ -448,8 +443,9 @@ def progress(rule: ApprovalRule, votes: Sequence[Vote]) -> Progress:
                 stages=len(rule.stages),
                 approvals=counted,
                 required=stage.approvals,
-                waiting_on=short,
+                waiting_on=tuple(g for g, _ in needed.at_least) if needed else (),
                 against=len(against),
                 outcome=vetoed or (Decision.APPROVED if met else None),
+                need=needed,
             )
     raise AssertionError("a rule has at least one stage")

@@ -110,6 +110,15 @@ def headline_title(task: dict[str, Any]) -> str:
     return str(headline.get("title") or f"{task['entity_type']} {task['entity_id']}")
 
 
+def progress_lines(task: dict[str, Any]) -> list[str]:
+    """Where a task's approval rule stands, in the line every door shows
+    (``approval_progress.text``); nothing for a task one person decides."""
+    standing = task.get("approval_progress")
+    if not standing:
+        return []
+    return [f"Approval by several people: {one_line(standing['text'])}"]
+
+
 def render_notification(
     task: dict[str, Any], *, kind: str, link: str | None, now: datetime
 ) -> tuple[str, str]:
@@ -123,6 +132,7 @@ def render_notification(
         "",
         f"Entity: {one_line(task['entity_type'])} {one_line(task['entity_id'])}",
         f"Reason: {one_line(task['reason_code'])}",
+        *progress_lines(task),
         verdict_line(task),
         "Input snapshot:",
         *snapshot_lines(task),

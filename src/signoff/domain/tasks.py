@@ -16,7 +16,16 @@ from signoff.domain.ballots import vote_refusal
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import DecisionRule, rule_for
 from signoff.domain.digests import canonical_json
-from signoff.domain.states import ACTIVE_STATUSES, Decision, LeaseRule, Role, TaskStatus, Transition
+from signoff.domain.states import (
+    ACTIVE_STATUSES,
+    Action,
+    Decision,
+    LeaseRule,
+    Role,
+    TaskStatus,
+    Transition,
+    transition,
+)
 from signoff.errors import (
     Conflict,
     ErrorCode,
@@ -411,6 +420,23 @@ def ballot_refusal(
         requested_by=task.requested_by,
         stage=stage,
     )
+
+
+def awaits_vote(task: Task, principal: Principal) -> bool:
+    """Whether ``task`` awaits ``principal``'s vote: it is decided by an approval rule, still
+    open to votes, the principal may read it and vote on tasks, and a vote by them at the
+    stage being voted on, on the current revision, would be accepted now
+    (:func:`ballot_refusal`, what every door asks before a vote)."""
+    step = transition(Action.VOTE)
+    if task.approval_rule is None or task.status not in step.sources:
+        return False
+    if principal.role not in step.roles or not can_read(principal, task):
+        return False
+    stage = progress(rule_from_json(task.approval_rule), votes_from_json(task.votes)).stage
+    refusal = ballot_refusal(
+        task, principal, Decision.APPROVED, task.current_revision, task.digest, stage + 1
+    )
+    return refusal is None
 
 
 def self_decision(principal_id: str, rule: DecisionRule) -> Forbidden:

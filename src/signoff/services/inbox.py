@@ -13,9 +13,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from signoff.domain.inbox import Cursor
-from signoff.domain.states import Role
+from signoff.domain.states import Action, Role, transition
 from signoff.domain.tasks import Principal, Task, require_role, visibility
 from signoff.errors import FieldError, validation_error
+from signoff.services import vote_queue
 from signoff.services.context import ServiceContext
 from signoff.store import inbox as store
 from signoff.store.inbox import InboxFilters, Listing
@@ -50,11 +51,14 @@ class View(StrEnum):
     DECIDED = "decided"
     ALL = "all"
     OVERDUE = "overdue"
+    VOTES = "votes"
+    """Tasks awaiting the reader's vote (:mod:`signoff.services.vote_queue`)."""
 
 
 LABELS = {
     View.MINE: "Mine",
     View.AVAILABLE: "Available",
+    View.VOTES: "Awaiting my vote",
     View.DUE: "Due soon",
     View.DECIDED: "Decided",
     View.ALL: "All tasks",
@@ -63,9 +67,11 @@ LABELS = {
 
 
 def views_for(principal: Principal) -> list[View]:
-    """The tabs a principal has: supervisors and admins also see every task and the
-    overdue view."""
+    """The tabs a principal has: those who vote on tasks also see the tasks awaiting their
+    vote; supervisors and admins also see every task and the overdue view."""
     views = [View.MINE, View.AVAILABLE, View.DUE, View.DECIDED]
+    if principal.role in transition(Action.VOTE).roles:
+        views.insert(2, View.VOTES)
     if principal.role in OVERSEERS:
         views += [View.ALL, View.OVERDUE]
     return views
@@ -98,6 +104,8 @@ def _listing(view: View, principal: Principal, now: datetime) -> Listing:
         return store.due_by(now + DUE_SOON)
     if view is View.DECIDED:
         return store.decided_by(principal.principal_id)
+    if view is View.VOTES:
+        return vote_queue.listing()
     if view is View.ALL:
         return store.active()
     return store.overdue(now)
@@ -116,6 +124,8 @@ async def list_view(
     _check_filters(filters)
     now, scope = ctx.now(), visibility(principal)
     async with ctx.database.transaction(write=False) as uow:
+        if view is View.VOTES:
+            return await vote_queue.awaiting(uow.connection, principal, filters, limit=limit)
         return await store.read_page(
             uow.connection,
             _listing(view, principal, now),
@@ -172,6 +182,16 @@ async def page_of_view(
     backward = cursor is not None and cursor.backward
     async with ctx.database.transaction(write=False) as uow:
         conn = uow.connection
+        if view is View.VOTES:
+            everything = await vote_queue.awaiting(conn, principal, filters)
+            votes = vote_queue.page_of(everything, mark, backward, size)
+            return Page(
+                tasks=votes.tasks,
+                first=votes.ahead + 1 if votes.tasks else 0,
+                total=votes.total,
+                previous=votes.previous,
+                next=votes.next,
+            )
         tasks = await store.read_page(
             conn, listing, scope=scope, filters=filters, mark=mark, before=backward, limit=size
         )
@@ -207,15 +227,20 @@ async def count_views(
     _check_filters(filters)
     now, scope = ctx.now(), visibility(principal)
     views = views_for(principal)
-    active = {v.value: _listing(v, principal, now) for v in views if v is not View.DECIDED}
+    worked_out = (View.DECIDED, View.VOTES)
+    active = {v.value: _listing(v, principal, now) for v in views if v not in worked_out}
     async with ctx.database.transaction(write=False) as uow:
         conn = uow.connection
         counts = await store.count_active_views(conn, counted=active, scope=scope, filters=filters)
         decided = await store.count_listing(
             conn, _listing(View.DECIDED, principal, now), scope=scope, filters=filters
         )
+        if View.VOTES in views:
+            awaiting = await vote_queue.awaiting(conn, principal, filters)
     found = {View(name): number for name, number in counts.items()}
     found[View.DECIDED] = decided
+    if View.VOTES in views:
+        found[View.VOTES] = len(awaiting)
     return {view: found[view] for view in views}
 
 
@@ -232,6 +257,9 @@ async def count_new(
     _check_filters(filters)
     now, scope = ctx.now(), visibility(principal)
     async with ctx.database.transaction(write=False) as uow:
+        if view is View.VOTES:
+            awaiting = await vote_queue.awaiting(uow.connection, principal, filters)
+            return vote_queue.escalated_after(awaiting, since)
         return await store.count_new(
             uow.connection,
             _listing(view, principal, now),

@@ -26,6 +26,7 @@ from signoff.domain.states import (
 from signoff.domain.tasks import (
     Principal,
     Task,
+    awaits_vote,
     hash_lease_token,
     refusal_for,
     require_operator,
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 MAX_PAGE_SIZE = 200
+#: Open vote tasks read at a time for ``awaiting_my_vote``.
+VOTE_BATCH = 200
 
 
 @dataclass(frozen=True)
@@ -194,31 +197,45 @@ async def list_tasks(
     execution_status: ExecutionStatus | None = None,
     claimed_by: str | None = None,
     assigned_group: str | None = None,
+    awaiting_my_vote: bool = False,
 ) -> TaskPage:
     """A page of the tasks the caller may read (:func:`signoff.domain.tasks.visibility`),
-    in creation order. ``claimed_by``
-    names a live claim's holder (``me``: the caller)."""
+    in creation order. ``claimed_by`` names a live claim's holder (``me``: the caller);
+    ``awaiting_my_vote``: only the tasks awaiting the caller's vote
+    (:func:`signoff.domain.tasks.awaits_vote`, read a batch at a time)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise validation_error([FieldError("limit", f"must be between 1 and {MAX_PAGE_SIZE}")])
     if claimed_by == "me":
         claimed_by = principal.principal_id
     after = _decode_cursor(cursor) if cursor else None
     now = ctx.now()
+    wanted: list[Task] = []
+    size = max(limit + 1, VOTE_BATCH) if awaiting_my_vote else limit + 1
     async with ctx.database.transaction(write=False) as uow:
-        tasks = await task_store.list_tasks(
-            uow.connection,
-            now=now,
-            limit=limit + 1,
-            after=after,
-            status=status,
-            entity_type=entity_type,
-            entity_id=entity_id,
-            reason_code=reason_code,
-            execution_status=execution_status.value if execution_status else None,
-            claimed_by=claimed_by,
-            assigned_group=assigned_group,
-            scope=visibility(principal),
-        )
+        while len(wanted) <= limit:
+            batch = await task_store.list_tasks(
+                uow.connection,
+                now=now,
+                limit=size,
+                after=after,
+                status=status,
+                entity_type=entity_type,
+                entity_id=entity_id,
+                reason_code=reason_code,
+                execution_status=execution_status.value if execution_status else None,
+                claimed_by=claimed_by,
+                assigned_group=assigned_group,
+                open_to_votes=awaiting_my_vote,
+                scope=visibility(principal),
+            )
+            if not awaiting_my_vote:
+                wanted = list(batch)
+                break
+            wanted += [task for task in batch if awaits_vote(task, principal)]
+            if len(batch) < size:
+                break
+            after = (batch[-1].created_at, batch[-1].id)
+    tasks = wanted
     page = list(tasks[:limit])
     next_cursor = _encode_cursor(page[-1]) if len(tasks) > limit else None
     return TaskPage(tasks=page, next_cursor=next_cursor)

@@ -142,6 +142,13 @@ def active() -> Listing:
     return Listing((status_in(ACTIVE_STATUSES),), ((T.created_at, False), (T.id, False)))
 
 
+def open_to_votes() -> Listing:
+    """Tasks decided by votes and still open to them, oldest first (whose vote each awaits
+    is the domain's to say: :func:`signoff.domain.tasks.awaits_vote`)."""
+    where = (T.status == TaskStatus.PENDING_REVIEW.value, T.approval_rule.is_not(None))
+    return Listing(where, ((T.created_at, False), (T.id, False)))
+
+
 def overdue(now: datetime) -> Listing:
     """Active tasks past their first deadline, the longest overdue first."""
     return due_by(now)

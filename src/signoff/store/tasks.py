@@ -330,10 +330,12 @@ async def list_tasks(
     execution_status: str | None = None,
     claimed_by: str | None = None,
     assigned_group: str | None = None,
+    open_to_votes: bool = False,
     scope: Visibility,
 ) -> Sequence[Task]:
     """Tasks ``scope`` admits in creation order (oldest first), keyset-paginated after
-    ``(created_at, id)``.
+    ``(created_at, id)``; ``open_to_votes``: only tasks decided by votes and still open
+    to them.
 
     ``status`` filters by the *effective* status: a claim whose lease lapsed counts as
     ``PENDING_REVIEW``, not ``CLAIMED``.
@@ -359,6 +361,10 @@ async def list_tasks(
     ):
         if value is not None:
             statement = statement.where(column == value)
+    if open_to_votes:
+        statement = statement.where(
+            T.status == TaskStatus.PENDING_REVIEW.value, T.approval_rule.is_not(None)
+        )
     if claimed_by is not None:  # a live claim only, like the status filter
         statement = statement.where(
             T.status == TaskStatus.CLAIMED.value,

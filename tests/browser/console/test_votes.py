@@ -42,7 +42,9 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     lena = signed_in("lena", groups=["legal"], width=width)
     lena.goto(f"/console/tasks/{task_id}")
     progress = lena.locator("#vote-progress")
-    expect(progress).to_have_text("0 of 2 approvals — waiting on finance and legal")
+    expect(progress).to_have_text(
+        "0 of 2 approvals — needs 2 more approvals: 1 from finance and 1 from legal"
+    )
     expect(lena.get_by_role("button", name="Claim")).to_have_count(0)
     assert axe_violations(lena) == []
     # Keyboard alone: to the Approve vote button, then Enter.
@@ -55,9 +57,11 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     expect(confirm).to_contain_text("” (revision 1)?")
     expect(confirm).not_to_contain_text("completes the quorum")
     assert axe_violations(lena) == []
-    expect(progress).to_have_text("0 of 2 approvals — waiting on finance and legal")
+    expect(progress).to_have_text(
+        "0 of 2 approvals — needs 2 more approvals: 1 from finance and 1 from legal"
+    )
     lena.keyboard.press("Enter")
-    expect(progress).to_have_text("1 of 2 approvals — waiting on finance")
+    expect(progress).to_have_text("1 of 2 approvals — needs 1 more approval; finance can give it")
     expect(lena.locator(".vote-list")).to_contain_text("lena voted to approve revision 1")
     expect(lena.get_by_role("button", name="Vote: Approve")).to_have_count(0)
     expect(lena.locator(".votes")).to_contain_text("already voted")
@@ -65,7 +69,9 @@ def test_progress_votes_and_the_vote_form(served: Served, signed_in: Any, width:
     # The inbox row says where the rule stands, in words.
     lena.goto("/console?view=available")
     row = lena.locator(f'tr[data-task-id="{task_id}"]')
-    expect(row).to_contain_text("votes: 1 of 2 approvals — waiting on finance")
+    expect(row).to_contain_text(
+        "votes: 1 of 2 approvals — needs 1 more approval; finance can give it"
+    )
     expect(row.locator(".my-vote")).to_have_text("· you voted to approve")
     assert axe_violations(lena) == []
 
@@ -107,10 +113,12 @@ def test_a_rejection_from_outside_the_groups_is_said_to_be_no_veto(
     assert axe_violations(oscar) == []
     oscar.get_by_label("Notes").fill("not convinced")
     oscar.get_by_role("button", name="Vote: Reject").click()
+    expect(oscar.locator("#confirm-text")).not_to_contain_text("This vote decides the task")
+    oscar.get_by_role("button", name="Confirm").click()
     expect(oscar.locator(".notice")).to_contain_text(
         "recorded as a vote against but does not end the vote"
     )
     expect(oscar.locator("#vote-progress")).to_have_text(
-        "0 of 2 approvals — waiting on legal; 1 against"
+        "0 of 2 approvals — needs 2 more approvals, at least 1 from legal; 1 against"
     )
     assert axe_violations(oscar) == []

@@ -198,6 +198,16 @@ async def list_tasks(
         str | None, Query(description="A live claim's holder; `me` for the caller.")
     ] = None,
     assigned_group: str | None = None,
+    awaiting_my_vote: Annotated[
+        bool,
+        Query(
+            description=(
+                "Only tasks decided by an approval rule, still open, on which the caller "
+                "may vote now at the stage being voted on and has not voted on the "
+                "current revision."
+            )
+        ),
+    ] = False,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=task_service.MAX_PAGE_SIZE)] = 50,
 ) -> Response:
@@ -213,6 +223,7 @@ async def list_tasks(
         execution_status=execution_status,
         claimed_by=claimed_by,
         assigned_group=assigned_group,
+        awaiting_my_vote=awaiting_my_vote,
     )
     now = context.now()
     return json_response(
