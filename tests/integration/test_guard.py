@@ -115,8 +115,11 @@ def test_other_arguments_are_another_call_that_needs_its_own_approval(
     with pytest.raises(DecisionTimeout):  # 5000 was never approved: it never runs
         impatient(5000)
     assert ran == [50]
-    pending = server.new_client("reviewer").get("/tasks", params={"status": "PENDING_REVIEW"})
-    assert len(pending.json()["items"]) == 1  # the 5000 call, still waiting for a person
+    # The impatient caller gave up: its task (the 5000 call) is cancelled, so a person who
+    # approves it later authorises nothing.
+    reviewer = server.new_client("reviewer")
+    assert reviewer.get("/tasks", params={"status": "PENDING_REVIEW"}).json()["items"] == []
+    assert len(reviewer.get("/tasks", params={"status": "CANCELLED"}).json()["items"]) == 1
 
 
 @pytest.mark.parametrize(
