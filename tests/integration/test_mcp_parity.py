@@ -121,3 +121,30 @@ def test_errors_name_the_tools_own_arguments(server: LiveServer) -> None:
     assert refused["error_code"] == "ERR_INSUFFICIENT_CONTEXT_PROOF"
     assert refused["field"] == "attempted_actions"
     assert refused["missing_fields"] == ["attempted_actions"]
+
+
+def test_a_review_takes_a_headline_and_every_answer_names_it(server: LiveServer) -> None:
+    key = str(server.new_client("producer").key)
+    entity = f"wire-{uuid.uuid4().hex[:8]}"
+
+    async def agent() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with Client(mcp_parameters(server, key)) as client:
+            arguments = review_arguments(entity, "wire 5,000 EUR") | {
+                "headline": {"title": "Send “{/text}”"}
+            }
+            asked = structured(await client.call_tool("request_human_review", arguments))
+            got = structured(await client.call_tool("get_review", {"task_id": asked["task_id"]}))
+            broken = refusal(
+                await client.call_tool(
+                    "request_human_review",
+                    review_arguments(f"{entity}-2", "x") | {"headline": {"title": "{/nope}"}},
+                )
+            )
+            return asked, got, broken
+
+    asked, got, broken = asyncio.run(agent())
+    assert asked["headline"] == got["headline"] == "Send “wire 5,000 EUR”"
+    assert broken["error_code"] == "ERR_HEADLINE_FIELD"
+    with server.client(key) as producer:
+        task = producer.get(f"/tasks/{asked['task_id']}").json()
+    assert task["headline"]["title"] == "Send “wire 5,000 EUR”"

@@ -120,6 +120,7 @@ def review_view(
         "decided_by": task.operator_id if decided else None,
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
+        "headline": task.headline.title if task.headline is not None else None,
         "review_url": f"{console_url.rstrip('/')}/console/tasks/{task.id}",
     }
 
@@ -216,6 +217,7 @@ def build_server(
         approval_rule: dict[str, Any] | str | None = None,
         requested_by: str | None = None,
         metadata: dict[str, Any] | None = None,
+        headline: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key and content returns the same review; with a changed ``subject`` it submits a
@@ -228,7 +230,10 @@ def build_server(
         approved for you. ``approval_rule``: decided by votes instead of one person
         (``{"approvals": 2}``, or an admin's rule by name), ``requested_by`` the person
         asking (never one of the voters). ``metadata``: your own correlation data, returned
-        with the review and its events."""
+        with the review and its events. ``headline``: what the person sees first, a
+        ``title`` template over the subject by JSON Pointer (``"Refund {/amount} to
+        {/customer}"``) and 2-6 labelled ``fields`` (``{"label", "pointer", "type"}``, type
+        ``money``, ``date``, ``person``, ``link`` or ``text``)."""
         now = _now()
         actions = [
             {
@@ -256,6 +261,7 @@ def build_server(
                     approval_rule=approval_rule,
                     requested_by=requested_by,
                     metadata=metadata,
+                    headline=headline,
                 )
             except IdempotencyKeyReused as reused:
                 existing = reused.task
