@@ -221,12 +221,13 @@ def test_a_notification_says_the_same_progress_line() -> None:
         "diagnostic_bundle": {"input_snapshot": {}, "evaluator_verdict": {}},
         "approval_progress": standing.as_json(),
     }
-    _, body = render_notification(task, kind="review_requested", link=None)
+    _, body = render_notification(task, kind="review_requested", link=None, now=AT)
     assert (
         "Approval by several people: 1 of 2 approvals — needs 1 more approval; "
         "finance or legal can give it\n" in body
     )
     del task["approval_progress"]
     assert (
-        "Approval by several people" not in render_notification(task, kind="reminder", link=None)[1]
+        "Approval by several people"
+        not in render_notification(task, kind="reminder", link=None, now=AT)[1]
     )
