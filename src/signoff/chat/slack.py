@@ -1,0 +1,296 @@
+"""The Slack door: cards with Approve / Reject / Request revision buttons, on Slack's own
+framework (Bolt for Python, async) in both of Slack's transports — HTTP at
+``POST /slack/events`` (every request verified with the signing secret, none older than
+five minutes) and Socket Mode (an outbound WebSocket opened with the app token).
+
+A click is acknowledged at once (Slack's three-second window) and then decided through
+:func:`signoff.services.chat.decide`, as the Signoff person whose verified e-mail the
+Slack user has (:func:`signoff.services.chat.person_for`); the button's signed value
+names the task, revision and digest the card showed. A refusal is told to the clicker
+privately (an ephemeral message), and the card is drawn again for the task as it is now.
+
+Imported only when ``SIGNOFF_SLACK_BOT_TOKEN`` is set with a signing secret or an app
+token (docs/slack.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.responses import JSONResponse, Response
+
+from signoff.bodies import read_bounded_body
+from signoff.domain.chat_cards import ACTION_PREFIX, NOTES_MODAL, notes_modal
+from signoff.domain.decisions import rule_for
+from signoff.domain.states import Decision
+from signoff.errors import ErrorCode, PayloadTooLarge, SignoffError
+from signoff.metrics import SLACK_CALLS, child
+from signoff.services import chat
+from signoff.services.context import ServiceContext
+
+log = structlog.get_logger("signoff.slack")
+
+DOOR = "slack"
+#: The largest request Slack sends us that is read (interactivity payloads are far smaller).
+MAX_REQUEST_BYTES = 64 * 1024
+
+
+class SlackDoor:
+    """One process's Slack app: the Bolt app, its Web API client and the handlers.
+    Implements :class:`signoff.services.chat.ChatChannel`."""
+
+    door = DOOR
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        settings = ctx.settings
+        self.ctx = ctx
+        self.client = AsyncWebClient(
+            token=settings.slack_bot_token,
+            base_url=_base(settings.slack_api_url),
+            retry_handlers=[
+                AsyncConnectionErrorRetryHandler(max_retry_count=2),
+                AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            ],
+        )
+        self.app = AsyncApp(
+            client=self.client,
+            signing_secret=settings.slack_signing_secret or "",
+            # Socket Mode alone: Slack's WebSocket is authenticated by the app token.
+            request_verification_enabled=bool(settings.slack_signing_secret),
+            process_before_response=False,
+            name="signoff",
+        )
+        self.app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(self._on_button)
+        self.app.view(NOTES_MODAL)(self._on_notes)
+        self.handler = AsyncSlackRequestHandler(self.app)
+        self._socket: Any = None
+
+    # Lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Check the bot token (a revoked one is an operator error, said once, with the
+        metric), and open Socket Mode when an app token is set."""
+        try:
+            identity = await self._call("auth.test")
+            log.info("slack.connected", team=identity.get("team"), bot=identity.get("user_id"))
+        except SlackApiError as error:
+            log.error(
+                "slack.token_refused",
+                error=error.response.get("error"),
+                message=(
+                    "Slack refused SIGNOFF_SLACK_BOT_TOKEN: cards cannot be posted or "
+                    "updated until it is replaced (see docs/slack.md)"
+                ),
+            )
+        except OSError as error:
+            log.warning("slack.unreachable", error=str(error))
+        token = self.ctx.settings.slack_app_token
+        if token:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            self._socket = AsyncSocketModeHandler(self.app, token, web_client=self.client)
+            await self._socket.connect_async()
+            log.info("slack.socket_mode_connected")
+
+    async def stop(self) -> None:
+        if self._socket is not None:
+            await self._socket.close_async()
+            self._socket = None
+
+    # The Web API, counted --------------------------------------------------------------
+
+    async def _call(self, method: str, **params: Any) -> Any:
+        try:
+            response = await self.client.api_call(method, json=params)
+        except SlackApiError as error:
+            result = str(error.response.get("error") or "error")
+            if error.response.status_code == 429:
+                result = "rate_limited"
+            child(SLACK_CALLS, method, result[:40]).inc()
+            raise
+        except OSError:
+            child(SLACK_CALLS, method, "unreachable").inc()
+            raise
+        child(SLACK_CALLS, method, "ok").inc()
+        return response
+
+    # ChatChannel ------------------------------------------------------------------------
+
+    async def post_card(self, task_id: uuid.UUID, channel: str) -> str:
+        drawn = await chat.draw(self.ctx, task_id, door=DOOR)
+        response = await self._call("chat.postMessage", channel=channel, **drawn.message)
+        where, ts = str(response["channel"]), str(response["ts"])
+        await chat.note_card(self.ctx, drawn, door=DOOR, channel=where, ts=ts)
+        return ts
+
+    async def redraw(
+        self, task_id: uuid.UUID, channel: str, message: str, outcome: str | None = None
+    ) -> None:
+        drawn = await chat.draw(
+            self.ctx, task_id, door=DOOR, channel=channel, ts=message, outcome=outcome
+        )
+        await self._call("chat.update", channel=channel, ts=message, **drawn.message)
+        await chat.note_card(self.ctx, drawn, door=DOOR, channel=channel, ts=message)
+
+    async def tell(self, channel: str, user: str, text: str) -> None:
+        await self._call("chat.postEphemeral", channel=channel, user=user, text=text)
+
+    async def email_of(self, user: str) -> str | None:
+        """The user's e-mail, only when Slack says it is confirmed (and the user is a
+        live member of the workspace)."""
+        response = await self._call("users.info", user=user)
+        member = response.get("user") or {}
+        if member.get("deleted") or not member.get("is_email_confirmed"):
+            return None
+        email = (member.get("profile") or {}).get("email")
+        return str(email) if email else None
+
+    # Handlers ---------------------------------------------------------------------------
+
+    async def _on_button(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        user = str(body["user"]["id"])
+        channel, ts = _message_of(body)
+        try:
+            decision = Decision(str(action["action_id"])[len(ACTION_PREFIX) :])
+            bound = chat.read_button(self.ctx, action.get("value"))
+        except (ValueError, SignoffError) as error:
+            text = error.message if isinstance(error, SignoffError) else "unknown action"
+            log.warning("slack.button_refused", user=user, reason=text)
+            await self._tell_quietly(channel, user, f"Nothing was decided: {text}.")
+            return
+        if rule_for(decision).notes_required:
+            value = str(action["value"])
+            modal = notes_modal(decision, value, f"{channel} {ts}")
+            await self._call("views.open", trigger_id=body["trigger_id"], view=modal)
+            return
+        await self._decide(user, channel, ts, bound, decision, notes=None)
+
+    async def _on_notes(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        user = str(body["user"]["id"])
+        try:
+            meta = json.loads(view.get("private_metadata") or "{}")
+            decision = Decision(str(meta["decision"]))
+            bound = chat.read_button(self.ctx, meta.get("value"))
+            channel, _, ts = str(meta["where"]).partition(" ")
+            notes = view["state"]["values"]["notes"]["notes"].get("value")
+        except (ValueError, KeyError, TypeError, SignoffError):
+            await ack(response_action="errors", errors={"notes": "This form was not drawn here."})
+            return
+        try:
+            person = await chat.person_for(self.ctx, await self.email_of(user))
+            done = await chat.decide(
+                self.ctx,
+                door=DOOR,
+                chat_user=user,
+                person=person,
+                bound=bound,
+                decision=decision,
+                notes=notes,
+            )
+        except SignoffError as error:
+            notes_problem = next((e.message for e in error.errors if e.field == "notes"), None)
+            if notes_problem is not None:  # the modal stays open and says what is missing
+                await ack(response_action="errors", errors={"notes": notes_problem})
+                return
+            await ack()
+            await self._refused(user, channel, ts, bound, error)
+            return
+        await ack()
+        await self._redraw_quietly(bound.task_id, channel, ts, done.text)
+
+    async def _decide(
+        self,
+        user: str,
+        channel: str,
+        ts: str,
+        bound: chat.Bound,
+        decision: Decision,
+        notes: str | None,
+    ) -> None:
+        try:
+            person = await chat.person_for(self.ctx, await self.email_of(user))
+            done = await chat.decide(
+                self.ctx,
+                door=DOOR,
+                chat_user=user,
+                person=person,
+                bound=bound,
+                decision=decision,
+                notes=notes,
+            )
+        except SignoffError as error:
+            await self._refused(user, channel, ts, bound, error)
+            return
+        await self._redraw_quietly(bound.task_id, channel, ts, done.text)
+
+    async def _refused(
+        self, user: str, channel: str, ts: str, bound: chat.Bound, error: SignoffError
+    ) -> None:
+        log.info("slack.refused", user=user, task_id=str(bound.task_id), code=error.error_code)
+        text = f"Nothing was decided: {error.message}."
+        if error.error_code is ErrorCode.STALE_REVISION:
+            text = (
+                f"Nothing was decided: this card showed revision {bound.revision}, and the "
+                "task has changed since. The card now shows the current revision: review it "
+                "and decide again."
+            )
+        await self._tell_quietly(channel, user, text)
+        await self._redraw_quietly(bound.task_id, channel, ts, None)
+
+    async def _tell_quietly(self, channel: str, user: str, text: str) -> None:
+        try:
+            await self.tell(channel, user, text)
+        except (SlackApiError, OSError) as error:
+            log.warning("slack.tell_failed", error=str(error))
+
+    async def _redraw_quietly(
+        self, task_id: uuid.UUID, channel: str, ts: str, outcome: str | None
+    ) -> None:
+        if not channel or not ts:
+            return
+        try:
+            await self.redraw(task_id, channel, ts, outcome)
+        except (SlackApiError, OSError, SignoffError) as error:
+            log.warning("slack.redraw_failed", task_id=str(task_id), error=str(error))
+
+
+def _base(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def _message_of(body: dict[str, Any]) -> tuple[str, str]:
+    """The channel and message of the card clicked."""
+    container = body.get("container") or {}
+    channel = container.get("channel_id") or (body.get("channel") or {}).get("id") or ""
+    ts = container.get("message_ts") or (body.get("message") or {}).get("ts") or ""
+    return str(channel), str(ts)
+
+
+def install_slack(app: FastAPI) -> None:
+    """``POST /slack/events``: events, interactivity and slash commands, verified by Bolt.
+    The door itself is built when the application starts (``app.state.slack``)."""
+
+    @app.post("/slack/events", include_in_schema=False)
+    async def slack_events(request: Request) -> Response:
+        door: SlackDoor | None = getattr(request.app.state, "slack", None)
+        if door is None:
+            return JSONResponse({"error": "the Slack door is starting"}, status_code=503)
+        try:
+            await read_bounded_body(request, MAX_REQUEST_BYTES, PayloadTooLarge)
+        except PayloadTooLarge as error:
+            return JSONResponse({"error": error.message}, status_code=413)
+        return await door.handler.handle(request)
