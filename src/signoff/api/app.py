@@ -124,7 +124,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(supervision_routes.router)
     install_auth(app, settings)
     install_console(app, http_problem)
-    if settings.slack_enabled:
+    if settings.slack_enabled and settings.slack_signing_secret:  # HTTP only when verified
         from signoff.chat.slack import install_slack
 
         install_slack(app)

@@ -15,6 +15,7 @@ token (docs/slack.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -77,12 +78,14 @@ class SlackDoor:
         self.app.view(NOTES_MODAL)(self._on_notes)
         self.handler = AsyncSlackRequestHandler(self.app)
         self._socket: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     # Lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Check the bot token (a revoked one is an operator error, said once, with the
         metric), and open Socket Mode when an app token is set."""
+        self.loop = asyncio.get_running_loop()
         try:
             identity = await self._call("auth.test")
             log.info("slack.connected", team=identity.get("team"), bot=identity.get("user_id"))
@@ -210,7 +213,7 @@ class SlackDoor:
             await self._refused(user, channel, ts, bound, error)
             return
         await ack()
-        await self._redraw_quietly(bound.task_id, channel, ts, done.text)
+        await self._done(user, channel, ts, bound, done)
 
     async def _decide(
         self,
@@ -235,6 +238,13 @@ class SlackDoor:
         except SignoffError as error:
             await self._refused(user, channel, ts, bound, error)
             return
+        await self._done(user, channel, ts, bound, done)
+
+    async def _done(
+        self, user: str, channel: str, ts: str, bound: chat.Bound, done: chat.Decided
+    ) -> None:
+        if done.private:
+            await self._tell_quietly(channel, user, done.private)
         await self._redraw_quietly(bound.task_id, channel, ts, done.text)
 
     async def _refused(

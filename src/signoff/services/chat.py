@@ -222,10 +222,12 @@ async def chat_actions(ctx: ServiceContext, raw_task_id: str) -> list[dict[str, 
 
 @dataclass(frozen=True)
 class Decided:
-    """What a chat decision did: the task after it and a sentence for the card."""
+    """What a chat decision did: the task after it, a sentence for the card (everyone in
+    the channel reads it) and one for the person who clicked alone (a vote's receipt)."""
 
     task: Task
     text: str
+    private: str | None = None
 
 
 async def decide(
@@ -284,7 +286,10 @@ async def _decide(
             digest=bound.digest,
             door=door,
         )
-        return Decided(ballot.task, f"{ballot.receipt.text()} ({person.principal_id} {where})")
+        label = rule_for(decision).label
+        return Decided(
+            ballot.task, f"{person.principal_id} voted {where}: {label}", ballot.receipt.text()
+        )
     grant = await claim(ctx, person, raw)
     try:
         decided = await resolve(

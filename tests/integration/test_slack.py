@@ -1,0 +1,332 @@
+"""Chat approvals in Slack, on both engines: a live Signoff with the Slack door on, the
+real Bolt and slack_sdk clients pointed at a local fake of Slack (tests/slackfake.py).
+
+One scenario per transport checks many things along the way: signed, replayed and forged
+requests; cards and their limits; identity by verified e-mail (unlinked, unconfirmed,
+disabled); a stale card refused and redrawn; approve, reject with a modal's notes; a
+2-of-2 rule reached by two Slack votes with a third door refused after it; and what the
+trail and the chat ledger record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from signoff.chat.slack import SlackDoor
+from signoff.domain.chat_cards import LIMITS
+from signoff.domain.clock import ManualClock
+from tests.slackfake import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    SlackFake,
+    block_action,
+    slack_fake,
+    view_submission,
+)
+from tests.support import Client, LiveServer, escalation, live_server
+
+SUBJECT = {"title": "Pay ACME", "amount": "100 EUR", "note": "x" * 2000}
+APPROVE, REJECT = "signoff_decide:APPROVED", "signoff_decide:REJECTED"
+CHANNEL = "C_REVIEW"
+
+
+@pytest.fixture
+def fake() -> Iterator[SlackFake]:
+    with slack_fake() as fake:
+        fake.add_member("U_ALICE", "Alice@Example.org")
+        fake.add_member("U_SAM", "sam@example.org")
+        fake.add_member("U_BOB", "bob@example.org")  # no Signoff account has this e-mail
+        fake.add_member("U_EVE", "eve@example.org", confirmed=False)
+        fake.add_member("U_CAROL", "carol@example.org")
+        yield fake
+
+
+def _server(make_settings: Any, clock: ManualClock, fake: SlackFake, **extra: Any) -> Any:
+    settings = make_settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_api_url=fake.api_url,
+        slack_default_channel=CHANNEL,
+        secret_key="slack-test-secret-key",
+        public_base_url="http://signoff.test",
+        **extra,
+    )
+    return live_server(settings, clock)
+
+
+def _people(server: LiveServer) -> tuple[Client, Client]:
+    """Users alice, sam, eve and carol (with e-mails), a producer ``bot`` and an API
+    reviewer ``dan``."""
+    with server.admin() as admin:
+        for who, role in [
+            ("alice", "reviewer"),
+            ("sam", "supervisor"),
+            ("eve", "reviewer"),
+            ("carol", "reviewer"),
+        ]:
+            made = admin.post(
+                "/users",
+                json={
+                    "principal_id": who,
+                    "role": role,
+                    "groups": ["reviewers"],
+                    "email": f"{who}@example.org",
+                },
+            )
+            assert made.status_code == 201, made.text
+        made = admin.post(
+            "/api-keys", json={"role": "reviewer", "principal_id": "dan", "groups": ["reviewers"]}
+        )
+        assert made.status_code == 201, made.text
+    return server.new_client("producer", "bot"), server.client(made.json()["key"], "dan")
+
+
+def _door(server: LiveServer) -> SlackDoor:
+    door: SlackDoor = server.app.state.slack
+    return door
+
+
+def _post_card(server: LiveServer, task_id: str) -> str:
+    door = _door(server)
+    assert door.loop is not None
+    future = asyncio.run_coroutine_threadsafe(
+        door.post_card(uuid.UUID(task_id), CHANNEL), door.loop
+    )
+    return str(future.result(15))
+
+
+def _escalate(producer: Client, handle: str, **extra: Any) -> dict[str, Any]:
+    body = escalation(f"{handle}-{uuid.uuid4().hex[:6]}", subject=SUBJECT, **extra)
+    made = producer.escalate(body)
+    assert made.status_code == 201, made.text
+    return dict(made.json())
+
+
+def _card(fake: SlackFake, method: str, ts: str, after: int = 0) -> dict[str, Any]:
+    """The newest card drawn on message ``ts`` (posted or updated), once there are more
+    than ``after`` of them."""
+    calls = fake.wait_for(
+        method, lambda c: method == "chat.postMessage" or c.params["ts"] == ts, count=after + 1
+    )
+    return calls[-1].params
+
+
+def _value(card: dict[str, Any]) -> str:
+    buttons = next(b for b in card["blocks"] if b["type"] == "actions")["elements"]
+    values = {button["value"] for button in buttons}
+    assert len(values) == 1
+    return values.pop()
+
+
+def _updates(fake: SlackFake, ts: str) -> list[dict[str, Any]]:
+    return [c.params for c in fake.called("chat.update") if c.params["ts"] == ts]
+
+
+def _ephemeral(fake: SlackFake, user: str, count: int) -> str:
+    calls = fake.wait_for("chat.postEphemeral", lambda c: c.params["user"] == user, count=count)
+    return str(calls[-1].params["text"])
+
+
+def _click(
+    server: LiveServer, fake: SlackFake, user: str, ts: str, action: str, value: str, **signing: Any
+) -> int:
+    payload = block_action(user, CHANNEL, ts, action, value)
+    return fake.post_interaction(server.base_url, payload, **signing).status_code
+
+
+def _task(producer: Client, task_id: str) -> dict[str, Any]:
+    return dict(producer.get(f"/tasks/{task_id}").json())
+
+
+def test_cards_and_decisions_over_http(
+    make_settings: Any, clock: ManualClock, fake: SlackFake
+) -> None:
+    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
+        producer, dan = _people(server)
+        assert fake.called("auth.test"), "the bot token is checked at start-up"
+        task = _escalate(producer, "pay", assigned_group="reviewers")
+        ts = _post_card(server, task["id"])
+
+        # The card: headline first, the revision under review with long values folded
+        # (said so), buttons bound to revision 1, within Slack's limits.
+        card = _card(fake, "chat.postMessage", ts)
+        blocks = card["blocks"]
+        assert blocks[0]["type"] == "header"
+        assert len(blocks) <= LIMITS["blocks"]
+        texts = json.dumps(blocks)
+        assert "Under review: revision 1" in texts
+        assert "folded: 1,500 more characters" in texts
+        assert f"http://signoff.test/console/tasks/{task['id']}" in texts
+        for block in blocks:
+            text = (block.get("text") or {}).get("text", "")
+            assert len(text) <= LIMITS["section_text"]
+        buttons = next(b for b in blocks if b["type"] == "actions")["elements"]
+        assert [b["text"]["text"] for b in buttons] == ["Approve", "Reject", "Request revision"]
+        assert "confirm" in buttons[0]
+        assert "confirm" not in buttons[1]
+        first = _value(card)
+        assert f".{task['id']}.1.{task['digest']}." in first
+
+        # Requests Slack did not sign, or signed over five minutes ago, do nothing.
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, first, secret="wrong") == 401
+        replay = time.time() - 6 * 60
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, first, at=replay) == 401
+        # A signed request whose button value was altered is refused, privately.
+        forged = first.replace(".1.", ".7.")
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, forged) == 200
+        assert "not drawn by this Signoff" in _ephemeral(fake, "U_ALICE", 1)
+        # An unknown action gets Bolt's clear answer, not a 500.
+        assert _click(server, fake, "U_ALICE", ts, "something_else", first) == 404
+
+        # Identity: no account with the e-mail, an unconfirmed e-mail, a disabled account.
+        assert _click(server, fake, "U_BOB", ts, APPROVE, first) == 200
+        assert "no Signoff account has the e-mail bob@example.org" in _ephemeral(fake, "U_BOB", 1)
+        assert _click(server, fake, "U_EVE", ts, APPROVE, first) == 200
+        assert "no verified e-mail" in _ephemeral(fake, "U_EVE", 1)
+        with server.admin() as admin:
+            assert admin.post("/users/carol/disable").status_code == 200
+        assert _click(server, fake, "U_CAROL", ts, APPROVE, first) == 200
+        assert "carol is disabled" in _ephemeral(fake, "U_CAROL", 1)
+        assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
+
+        # A new revision: the card's click is refused, said privately, and the card is
+        # redrawn for revision 2 (what changed named) — never approving the new content.
+        revised = producer.put(
+            f"/tasks/{task['id']}/subject",
+            headers={"If-Match": '"1"'},
+            json={"subject": {**SUBJECT, "amount": "900 EUR"}},
+        )
+        assert revised.status_code == 200, revised.text
+        before = len(_updates(fake, ts))
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, first) == 200
+        assert "showed revision 1" in _ephemeral(fake, "U_ALICE", 2)
+        redrawn = _card(fake, "chat.update", ts, after=before)
+        assert "Changed since revision 1: amount" in json.dumps(redrawn["blocks"])
+        second = _value(redrawn)
+        assert ".2." in second
+        assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
+
+        # Approve on the current card: claimed and resolved in one go, the card updated.
+        before = len(_updates(fake, ts))
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, second) == 200
+        decided = _card(fake, "chat.update", ts, after=before)
+        assert "Approve: decided by alice in Slack" in json.dumps(decided["blocks"])
+        assert not [b for b in decided["blocks"] if b["type"] == "actions"]
+        after = _task(producer, task["id"])
+        assert (after["status"], after["decision"], after["operator_id"]) == (
+            "RESOLVED",
+            "APPROVED",
+            "alice",
+        )
+        assert after["approved_revision"] == 2
+        ledger = server.rows("chat_actions", task_id=uuid.UUID(task["id"]))
+        assert [
+            (r["chat_user"], r["principal_id"], r["revision"], r["outcome"]) for r in ledger
+        ] == [
+            ("U_ALICE", "alice", 1, "ERR_STALE_REVISION"),
+            ("U_ALICE", "alice", 2, "recorded"),
+        ]
+        assert server.count("chat_cards", task_id=uuid.UUID(task["id"])) == 1
+
+        # Reject opens a modal; notes are required (the modal says so and stays open).
+        other = _escalate(producer, "refund", assigned_group="reviewers")
+        other_ts = _post_card(server, other["id"])
+        value = _value(_card(fake, "chat.postMessage", other_ts, after=1))
+        assert _click(server, fake, "U_SAM", other_ts, REJECT, value) == 200
+        modal = fake.wait_for("views.open")[-1].params["view"]
+        assert modal["blocks"][0]["element"]["max_length"] <= LIMITS["input_max_length"]
+        empty = fake.post_interaction(server.base_url, view_submission("U_SAM", modal, None))
+        assert empty.status_code == 200
+        assert empty.json()["response_action"] == "errors"
+        assert "notes" in empty.json()["errors"]
+        assert _task(producer, other["id"])["status"] == "PENDING_REVIEW"
+        before = len(_updates(fake, other_ts))
+        sent = fake.post_interaction(
+            server.base_url, view_submission("U_SAM", modal, "the amount is wrong")
+        )
+        assert sent.status_code == 200
+        _card(fake, "chat.update", other_ts, after=before)
+        rejected = _task(producer, other["id"])
+        assert (rejected["decision"], rejected["notes"], rejected["operator_id"]) == (
+            "REJECTED",
+            "the amount is wrong",
+            "sam",
+        )
+
+        # A rule of two approvals: two Slack votes reach it; one vote each; a vote through
+        # the API afterwards is refused (one outcome, whatever the door).
+        ruled = _escalate(
+            producer, "rule", assigned_group="reviewers", approval_rule={"approvals": 2}
+        )
+        rule_ts = _post_card(server, ruled["id"])
+        card = _card(fake, "chat.postMessage", rule_ts, after=2)
+        assert "0 of 2" in json.dumps(card["blocks"]) or "2 more" in json.dumps(card["blocks"])
+        value = _value(card)
+        before = len(_updates(fake, rule_ts))
+        assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
+        voted = _card(fake, "chat.update", rule_ts, after=before)
+        assert "alice voted in Slack: Approve" in json.dumps(voted["blocks"])
+        assert "recorded and counts" in _ephemeral(fake, "U_ALICE", 3)
+        assert [b for b in voted["blocks"] if b["type"] == "actions"], "still open to votes"
+        assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
+        assert "already recorded; nothing changed" in _ephemeral(fake, "U_ALICE", 4)
+        before = len(_updates(fake, rule_ts))
+        assert _click(server, fake, "U_SAM", rule_ts, APPROVE, value) == 200
+        _card(fake, "chat.update", rule_ts, after=before + 1)
+        reached = _task(producer, ruled["id"])
+        assert (reached["status"], reached["decision"]) == ("RESOLVED", "APPROVED")
+        assert [(v["voter"], v["door"]) for v in reached["votes"]] == [
+            ("alice", "slack"),
+            ("sam", "slack"),
+        ]
+        late = dan.post(
+            f"/tasks/{ruled['id']}/votes",
+            json={"decision": "APPROVED", "revision": 1, "digest": ruled["digest"]},
+        )
+        assert late.status_code == 409, late.text
+        trail = producer.get(f"/tasks/{ruled['id']}/events")
+        assert trail.status_code == 200, trail.text
+        votes = [e for e in trail.json()["items"] if e["action"] == "vote"]
+        assert [(e["actor_id"], e["details"]["vote"]["door"]) for e in votes] == [
+            ("alice", "slack"),
+            ("sam", "slack"),
+        ]
+        ledger = server.rows("chat_actions", task_id=uuid.UUID(ruled["id"]))
+        assert [(r["chat_user"], r["principal_id"]) for r in ledger] == [
+            ("U_ALICE", "alice"),
+            ("U_ALICE", "alice"),
+            ("U_SAM", "sam"),
+        ]
+        producer.close()
+        dan.close()
+
+
+def test_socket_mode_takes_the_same_clicks(
+    make_settings: Any, clock: ManualClock, fake: SlackFake
+) -> None:
+    with _server(make_settings, clock, fake, slack_app_token=APP_TOKEN) as server:
+        producer, dan = _people(server)
+        assert fake.socket_connected(), "Socket Mode opened Slack's WebSocket"
+        assert fake.called("apps.connections.open")[0].token == APP_TOKEN
+        # No signing secret: the HTTP endpoint is not there at all.
+        assert server.client(None).post("/slack/events", content=b"x").status_code == 404
+        task = _escalate(producer, "socket", assigned_group="reviewers")
+        ts = _post_card(server, task["id"])
+        value = _value(_card(fake, "chat.postMessage", ts))
+        fake.send_over_socket(block_action("U_ALICE", CHANNEL, ts, APPROVE, value))
+        _card(fake, "chat.update", ts)
+        after = _task(producer, task["id"])
+        assert (after["status"], after["decision"], after["operator_id"]) == (
+            "RESOLVED",
+            "APPROVED",
+            "alice",
+        )
+        producer.close()
+        dan.close()
