@@ -36,6 +36,7 @@ class Call:
     method: str
     params: dict[str, Any]
     token: str | None
+    answer: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -111,12 +112,14 @@ class SlackFake:
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
-        with self._changed:
-            self.calls.append(Call(method, params, token))
-            self._changed.notify_all()
         if self.revoked:
-            return web.json_response({"ok": False, "error": "token_revoked"})
-        return web.json_response(self._answer(method, params, token))
+            answer = {"ok": False, "error": "token_revoked"}
+        else:
+            answer = self._answer(method, params, token)
+        with self._changed:
+            self.calls.append(Call(method, params, token, answer))
+            self._changed.notify_all()
+        return web.json_response(answer)
 
     def _answer(self, method: str, params: dict[str, Any], token: str | None) -> dict[str, Any]:
         if method == "auth.test":

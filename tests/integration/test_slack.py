@@ -10,16 +10,15 @@ trail and the chat ledger record.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from signoff.chat.slack import SlackDoor
 from signoff.domain.chat_cards import LIMITS
 from signoff.domain.clock import ManualClock
 from tests.slackfake import (
@@ -56,6 +55,8 @@ def _server(make_settings: Any, clock: ManualClock, fake: SlackFake, **extra: An
         slack_default_channel=CHANNEL,
         secret_key="slack-test-secret-key",
         public_base_url="http://signoff.test",
+        # The card worker looks at the outbox this often (a click in the process wakes it).
+        dispatcher_poll_seconds=0.1,
         **extra,
     )
     return live_server(settings, clock)
@@ -88,18 +89,18 @@ def _people(server: LiveServer) -> tuple[Client, Client]:
     return server.new_client("producer", "bot"), server.client(made.json()["key"], "dan")
 
 
-def _door(server: LiveServer) -> SlackDoor:
-    door: SlackDoor = server.app.state.slack
-    return door
+def _posted(fake: SlackFake, task_id: str) -> tuple[str, dict[str, Any]]:
+    """The card posted for a task (by the door's worker, from the outbox): ts and message."""
+    call = fake.wait_for("chat.postMessage", lambda c: task_id in json.dumps(c.params))[-1]
+    return str(call.answer["ts"]), call.params
 
 
-def _post_card(server: LiveServer, task_id: str) -> str:
-    door = _door(server)
-    assert door.loop is not None
-    future = asyncio.run_coroutine_threadsafe(
-        door.post_card(uuid.UUID(task_id), CHANNEL), door.loop
+def _drawn(fake: SlackFake, ts: str, needle: str) -> dict[str, Any]:
+    """The first redraw of message ``ts`` that shows ``needle``."""
+    calls = fake.wait_for(
+        "chat.update", lambda c: c.params["ts"] == ts and needle in json.dumps(c.params["blocks"])
     )
-    return str(future.result(15))
+    return calls[0].params
 
 
 def _escalate(producer: Client, handle: str, **extra: Any) -> dict[str, Any]:
@@ -109,24 +110,15 @@ def _escalate(producer: Client, handle: str, **extra: Any) -> dict[str, Any]:
     return dict(made.json())
 
 
-def _card(fake: SlackFake, method: str, ts: str, after: int = 0) -> dict[str, Any]:
-    """The newest card drawn on message ``ts`` (posted or updated), once there are more
-    than ``after`` of them."""
-    calls = fake.wait_for(
-        method, lambda c: method == "chat.postMessage" or c.params["ts"] == ts, count=after + 1
-    )
-    return calls[-1].params
-
-
 def _value(card: dict[str, Any]) -> str:
     buttons = next(b for b in card["blocks"] if b["type"] == "actions")["elements"]
     values = {button["value"] for button in buttons}
     assert len(values) == 1
-    return values.pop()
+    return str(values.pop())
 
 
-def _updates(fake: SlackFake, ts: str) -> list[dict[str, Any]]:
-    return [c.params for c in fake.called("chat.update") if c.params["ts"] == ts]
+def _buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in card["blocks"] if b["type"] == "actions"]
 
 
 def _ephemeral(fake: SlackFake, user: str, count: int) -> str:
@@ -152,11 +144,11 @@ def test_cards_and_decisions_over_http(
         producer, dan = _people(server)
         assert fake.called("auth.test"), "the bot token is checked at start-up"
         task = _escalate(producer, "pay", assigned_group="reviewers")
-        ts = _post_card(server, task["id"])
+        ts, card = _posted(fake, task["id"])
+        assert fake.called("chat.postMessage")[-1].params["channel"] == CHANNEL
 
         # The card: headline first, the revision under review with long values folded
         # (said so), buttons bound to revision 1, within Slack's limits.
-        card = _card(fake, "chat.postMessage", ts)
         blocks = card["blocks"]
         assert blocks[0]["type"] == "header"
         assert len(blocks) <= LIMITS["blocks"]
@@ -167,7 +159,7 @@ def test_cards_and_decisions_over_http(
         for block in blocks:
             text = (block.get("text") or {}).get("text", "")
             assert len(text) <= LIMITS["section_text"]
-        buttons = next(b for b in blocks if b["type"] == "actions")["elements"]
+        buttons = _buttons(card)[0]["elements"]
         assert [b["text"]["text"] for b in buttons] == ["Approve", "Reject", "Request revision"]
         assert "confirm" in buttons[0]
         assert "confirm" not in buttons[1]
@@ -196,29 +188,25 @@ def test_cards_and_decisions_over_http(
         assert "carol is disabled" in _ephemeral(fake, "U_CAROL", 1)
         assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
 
-        # A new revision: the card's click is refused, said privately, and the card is
-        # redrawn for revision 2 (what changed named) — never approving the new content.
+        # A new revision (through the API): the card follows it, naming what changed; a
+        # click on the old card is refused, said privately — never approving new content.
         revised = producer.put(
             f"/tasks/{task['id']}/subject",
             headers={"If-Match": '"1"'},
             json={"subject": {**SUBJECT, "amount": "900 EUR"}},
         )
         assert revised.status_code == 200, revised.text
-        before = len(_updates(fake, ts))
-        assert _click(server, fake, "U_ALICE", ts, APPROVE, first) == 200
-        assert "showed revision 1" in _ephemeral(fake, "U_ALICE", 2)
-        redrawn = _card(fake, "chat.update", ts, after=before)
-        assert "Changed since revision 1: amount" in json.dumps(redrawn["blocks"])
+        redrawn = _drawn(fake, ts, "Changed since revision 1: amount")
         second = _value(redrawn)
         assert ".2." in second
+        assert _click(server, fake, "U_ALICE", ts, APPROVE, first) == 200
+        assert "showed revision 1" in _ephemeral(fake, "U_ALICE", 2)
         assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
 
         # Approve on the current card: claimed and resolved in one go, the card updated.
-        before = len(_updates(fake, ts))
         assert _click(server, fake, "U_ALICE", ts, APPROVE, second) == 200
-        decided = _card(fake, "chat.update", ts, after=before)
-        assert "Approve: decided by alice in Slack" in json.dumps(decided["blocks"])
-        assert not [b for b in decided["blocks"] if b["type"] == "actions"]
+        decided = _drawn(fake, ts, "Decided: Approve (by alice)")
+        assert not _buttons(decided)
         after = _task(producer, task["id"])
         assert (after["status"], after["decision"], after["operator_id"]) == (
             "RESOLVED",
@@ -237,9 +225,8 @@ def test_cards_and_decisions_over_http(
 
         # Reject opens a modal; notes are required (the modal says so and stays open).
         other = _escalate(producer, "refund", assigned_group="reviewers")
-        other_ts = _post_card(server, other["id"])
-        value = _value(_card(fake, "chat.postMessage", other_ts, after=1))
-        assert _click(server, fake, "U_SAM", other_ts, REJECT, value) == 200
+        other_ts, other_card = _posted(fake, other["id"])
+        assert _click(server, fake, "U_SAM", other_ts, REJECT, _value(other_card)) == 200
         modal = fake.wait_for("views.open")[-1].params["view"]
         assert modal["blocks"][0]["element"]["max_length"] <= LIMITS["input_max_length"]
         empty = fake.post_interaction(server.base_url, view_submission("U_SAM", modal, None))
@@ -247,12 +234,11 @@ def test_cards_and_decisions_over_http(
         assert empty.json()["response_action"] == "errors"
         assert "notes" in empty.json()["errors"]
         assert _task(producer, other["id"])["status"] == "PENDING_REVIEW"
-        before = len(_updates(fake, other_ts))
         sent = fake.post_interaction(
             server.base_url, view_submission("U_SAM", modal, "the amount is wrong")
         )
         assert sent.status_code == 200
-        _card(fake, "chat.update", other_ts, after=before)
+        _drawn(fake, other_ts, "Decided: Reject (by sam)")
         rejected = _task(producer, other["id"])
         assert (rejected["decision"], rejected["notes"], rejected["operator_id"]) == (
             "REJECTED",
@@ -265,24 +251,22 @@ def test_cards_and_decisions_over_http(
         ruled = _escalate(
             producer, "rule", assigned_group="reviewers", approval_rule={"approvals": 2}
         )
-        rule_ts = _post_card(server, ruled["id"])
-        card = _card(fake, "chat.postMessage", rule_ts, after=2)
-        assert "0 of 2" in json.dumps(card["blocks"]) or "2 more" in json.dumps(card["blocks"])
+        rule_ts, card = _posted(fake, ruled["id"])
+        assert "0 of 2" in json.dumps(card["blocks"])
         value = _value(card)
-        before = len(_updates(fake, rule_ts))
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
-        voted = _card(fake, "chat.update", rule_ts, after=before)
-        assert "alice voted in Slack: Approve" in json.dumps(voted["blocks"])
         assert "recorded and counts" in _ephemeral(fake, "U_ALICE", 3)
-        assert [b for b in voted["blocks"] if b["type"] == "actions"], "still open to votes"
+        voted = _drawn(fake, rule_ts, "alice: Approve (in Slack)")
+        assert "1 of 2" in json.dumps(voted["blocks"])
+        assert _buttons(voted), "still open to votes"
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
         assert "already recorded; nothing changed" in _ephemeral(fake, "U_ALICE", 4)
-        before = len(_updates(fake, rule_ts))
         assert _click(server, fake, "U_SAM", rule_ts, APPROVE, value) == 200
-        _card(fake, "chat.update", rule_ts, after=before + 1)
-        reached = _task(producer, ruled["id"])
-        assert (reached["status"], reached["decision"]) == ("RESOLVED", "APPROVED")
-        assert [(v["voter"], v["door"]) for v in reached["votes"]] == [
+        reached = _drawn(fake, rule_ts, "sam: Approve (in Slack)")
+        assert not _buttons(reached)
+        after = _task(producer, ruled["id"])
+        assert (after["status"], after["decision"]) == ("RESOLVED", "APPROVED")
+        assert [(v["voter"], v["door"]) for v in after["votes"]] == [
             ("alice", "slack"),
             ("sam", "slack"),
         ]
@@ -308,6 +292,61 @@ def test_cards_and_decisions_over_http(
         dan.close()
 
 
+def test_cards_follow_every_door_through_outages_and_restarts(
+    make_settings: Any, clock: ManualClock, fake: SlackFake
+) -> None:
+    """A decision in another door redraws the card; a 429 is retried no sooner than its
+    Retry-After (by the clock); Slack down delays cards, a restart loses none, and the
+    escalation never waited."""
+    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
+        producer, dan = _people(server)
+        task = _escalate(producer, "console", assigned_group="reviewers")
+        ts, _ = _posted(fake, task["id"])
+        claim = dan.claim(task["id"])
+        assert claim.status_code == 200, claim.text
+        fake.rate_limit("chat.update", 1, retry_after=30)
+        resolved = dan.resolve(
+            task["id"],
+            claim.json()["lease_token"],
+            {"decision": "APPROVED", "revision": 1, "digest": task["digest"]},
+        )
+        assert resolved.status_code == 200, resolved.text
+        # Slack said: not before 30 s. Nothing is drawn until the clock gets there.
+        deadline = time.monotonic() + 15
+        while not server.rows("chat_deliveries", last_error="ratelimited"):
+            assert time.monotonic() < deadline, "the 429 was not recorded"
+            time.sleep(0.05)
+        for waiting in server.rows("chat_deliveries", last_error="ratelimited"):
+            assert waiting["next_attempt_at"] >= clock.now() + timedelta(seconds=30)
+        assert not [c for c in fake.called("chat.update") if c.params["ts"] == ts]
+        clock.advance(31)
+        _drawn(fake, ts, "Decided: Approve (by dan)")
+
+        # Slack down: escalations are answered at once; the cards wait, nothing is lost,
+        # not even across a restart of Signoff.
+        fake.down = True
+        late = _escalate(producer, "outage", assigned_group="reviewers")
+        deadline = time.monotonic() + 15
+        while not server.rows("chat_deliveries", task_id=uuid.UUID(late["id"])):
+            assert time.monotonic() < deadline, "no delivery was made"
+            time.sleep(0.05)
+    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
+        fake.down = False
+        clock.advance(600)
+        late_ts, _ = _posted(fake, late["id"])
+        posted = [c for c in fake.called("chat.postMessage") if late["id"] in json.dumps(c.params)]
+        assert len(posted) == 1, "posted once"
+        deadline = time.monotonic() + 15
+        while server.rows("chat_deliveries", task_id=uuid.UUID(late["id"]), status="PENDING"):
+            assert time.monotonic() < deadline, "the delivery was not closed"
+            time.sleep(0.05)
+        (row,) = server.rows("chat_deliveries", task_id=uuid.UUID(late["id"]))
+        assert (row["status"], row["ts"]) == ("DONE", late_ts)
+        assert row["attempts"] >= 1
+    producer.close()
+    dan.close()
+
+
 def test_socket_mode_takes_the_same_clicks(
     make_settings: Any, clock: ManualClock, fake: SlackFake
 ) -> None:
@@ -318,10 +357,9 @@ def test_socket_mode_takes_the_same_clicks(
         # No signing secret: the HTTP endpoint is not there at all.
         assert server.client(None).post("/slack/events", content=b"x").status_code == 404
         task = _escalate(producer, "socket", assigned_group="reviewers")
-        ts = _post_card(server, task["id"])
-        value = _value(_card(fake, "chat.postMessage", ts))
-        fake.send_over_socket(block_action("U_ALICE", CHANNEL, ts, APPROVE, value))
-        _card(fake, "chat.update", ts)
+        ts, card = _posted(fake, task["id"])
+        fake.send_over_socket(block_action("U_ALICE", CHANNEL, ts, APPROVE, _value(card)))
+        _drawn(fake, ts, "Decided: Approve (by alice)")
         after = _task(producer, task["id"])
         assert (after["status"], after["decision"], after["operator_id"]) == (
             "RESOLVED",

@@ -16,6 +16,7 @@ token (docs/slack.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import uuid
@@ -26,10 +27,6 @@ from fastapi import FastAPI, Request
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.responses import JSONResponse, Response
 
@@ -37,9 +34,10 @@ from signoff.bodies import read_bounded_body
 from signoff.domain.chat_cards import ACTION_PREFIX, NOTES_MODAL, notes_modal
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import Decision
+from signoff.domain.tasks import Task
 from signoff.errors import ErrorCode, PayloadTooLarge, SignoffError
 from signoff.metrics import SLACK_CALLS, child
-from signoff.services import chat
+from signoff.services import chat, chat_cards
 from signoff.services.context import ServiceContext
 
 log = structlog.get_logger("signoff.slack")
@@ -58,13 +56,10 @@ class SlackDoor:
     def __init__(self, ctx: ServiceContext) -> None:
         settings = ctx.settings
         self.ctx = ctx
+        # A 429 is not waited out inside a call: the card's delivery is tried again after
+        # Retry-After, by the clock (services/chat_cards.py).
         self.client = AsyncWebClient(
-            token=settings.slack_bot_token,
-            base_url=_base(settings.slack_api_url),
-            retry_handlers=[
-                AsyncConnectionErrorRetryHandler(max_retry_count=2),
-                AsyncRateLimitErrorRetryHandler(max_retry_count=5),
-            ],
+            token=settings.slack_bot_token, base_url=_base(settings.slack_api_url)
         )
         self.app = AsyncApp(
             client=self.client,
@@ -78,28 +73,34 @@ class SlackDoor:
         self.app.view(NOTES_MODAL)(self._on_notes)
         self.handler = AsyncSlackRequestHandler(self.app)
         self._socket: Any = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
 
     # Lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Check the bot token (a revoked one is an operator error, said once, with the
-        metric), and open Socket Mode when an app token is set."""
-        self.loop = asyncio.get_running_loop()
+        metric), start following the outbox, and open Socket Mode when an app token is
+        set."""
         try:
             identity = await self._call("auth.test")
             log.info("slack.connected", team=identity.get("team"), bot=identity.get("user_id"))
         except SlackApiError as error:
-            log.error(
-                "slack.token_refused",
-                error=error.response.get("error"),
-                message=(
-                    "Slack refused SIGNOFF_SLACK_BOT_TOKEN: cards cannot be posted or "
-                    "updated until it is replaced (see docs/slack.md)"
-                ),
-            )
-        except OSError as error:
-            log.warning("slack.unreachable", error=str(error))
+            reason = _reason(error)
+            if reason in ("unreachable", "ratelimited"):
+                log.warning("slack.unreachable", error=reason)
+            else:
+                log.error(
+                    "slack.token_refused",
+                    error=reason,
+                    message=(
+                        "Slack refused SIGNOFF_SLACK_BOT_TOKEN: cards cannot be posted or "
+                        "updated until it is replaced (see docs/slack.md)"
+                    ),
+                )
+        except Exception as error:  # unreachable: cards wait, the server starts anyway
+            log.warning("slack.unreachable", error=repr(error)[:200])
+        self._follower = asyncio.create_task(self._follow(), name="slack-cards")
         token = self.ctx.settings.slack_app_token
         if token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -112,6 +113,82 @@ class SlackDoor:
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+            self._follower = None
+
+    # Cards follow the task --------------------------------------------------------------
+
+    def route(self, task: Task) -> list[str]:
+        """The channel of the task's group (``SIGNOFF_SLACK_GROUP_CHANNELS``), else the
+        default channel; none: the task gets no card."""
+        settings = self.ctx.settings
+        channel = settings.slack_channels.get(task.assigned_group or "")
+        channel = channel or settings.slack_default_channel
+        return [channel] if channel else []
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _follow(self) -> None:
+        """Turn outbox events into card deliveries and attempt what is due, woken by a
+        click in this process or every ``SIGNOFF_DISPATCHER_POLL_SECONDS``."""
+        poll = self.ctx.settings.dispatcher_poll_seconds
+        while True:
+            self._wake.clear()
+            try:
+                while await chat_cards.fan_out(self.ctx, DOOR, self.route):
+                    pass
+                await self._deliver_due()
+            except Exception:  # a database outage: the next round tries again
+                log.exception("slack.follow_failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=poll)
+
+    async def _deliver_due(self) -> None:
+        taken = await chat_cards.take_due(self.ctx, DOOR)
+        groups: dict[tuple[str, str | None, str], list[chat_cards.Delivery]] = {}
+        for delivery in taken:
+            key = (delivery.channel, delivery.ts, delivery.kind)
+            if delivery.kind == "post":
+                key = (delivery.channel, str(delivery.id), "post")
+            groups.setdefault(key, []).append(delivery)
+        for group in groups.values():
+            await self._deliver(group)
+
+    async def _deliver(self, group: list[chat_cards.Delivery]) -> None:
+        first = group[0]
+        try:
+            if first.kind == "post":
+                drawn = await chat.draw(self.ctx, first.task_id, door=DOOR)
+                response = await self._call(
+                    "chat.postMessage", channel=first.channel, **drawn.message
+                )
+                channel, ts = str(response["channel"]), str(response["ts"])
+            else:
+                channel, ts = first.channel, str(first.ts)
+                drawn = await chat.draw(self.ctx, first.task_id, door=DOOR, channel=channel, ts=ts)
+                await self._call("chat.update", channel=channel, ts=ts, **drawn.message)
+        except SlackApiError as error:
+            retry_after = None
+            if error.response.status_code == 429:
+                header = error.response.headers.get("Retry-After") or "1"
+                retry_after = float(header[0] if isinstance(header, list) else header)
+            reason = _reason(error)
+            at = await chat_cards.failed(self.ctx, group, reason, retry_after)
+            log.warning(
+                "slack.card_delayed", task_id=str(first.task_id), error=reason, retry_at=str(at)
+            )
+            return
+        except Exception as error:  # Slack unreachable, or an answer that is not JSON
+            await chat_cards.failed(self.ctx, group, repr(error)[:200], None)
+            log.warning("slack.card_delayed", task_id=str(first.task_id), error=repr(error)[:200])
+            return
+        await chat_cards.delivered(
+            self.ctx, DOOR, group, channel=channel, ts=ts, revision=drawn.revision
+        )
 
     # The Web API, counted --------------------------------------------------------------
 
@@ -119,10 +196,7 @@ class SlackDoor:
         try:
             response = await self.client.api_call(method, json=params)
         except SlackApiError as error:
-            result = str(error.response.get("error") or "error")
-            if error.response.status_code == 429:
-                result = "rate_limited"
-            child(SLACK_CALLS, method, result[:40]).inc()
+            child(SLACK_CALLS, method, _reason(error)[:40]).inc()
             raise
         except OSError:
             child(SLACK_CALLS, method, "unreachable").inc()
@@ -139,14 +213,10 @@ class SlackDoor:
         await chat.note_card(self.ctx, drawn, door=DOOR, channel=where, ts=ts)
         return ts
 
-    async def redraw(
-        self, task_id: uuid.UUID, channel: str, message: str, outcome: str | None = None
-    ) -> None:
-        drawn = await chat.draw(
-            self.ctx, task_id, door=DOOR, channel=channel, ts=message, outcome=outcome
-        )
-        await self._call("chat.update", channel=channel, ts=message, **drawn.message)
-        await chat.note_card(self.ctx, drawn, door=DOOR, channel=channel, ts=message)
+    async def redraw(self, task_id: uuid.UUID, channel: str, message: str) -> None:
+        """Asks for the card to be drawn again (by the worker, with its retries)."""
+        await chat_cards.ask_redraw(self.ctx, DOOR, task_id, channel, message)
+        self.wake()
 
     async def tell(self, channel: str, user: str, text: str) -> None:
         await self._call("chat.postEphemeral", channel=channel, user=user, text=text)
@@ -213,7 +283,7 @@ class SlackDoor:
             await self._refused(user, channel, ts, bound, error)
             return
         await ack()
-        await self._done(user, channel, ts, bound, done)
+        await self._done(user, channel, ts, done)
 
     async def _decide(
         self,
@@ -238,14 +308,13 @@ class SlackDoor:
         except SignoffError as error:
             await self._refused(user, channel, ts, bound, error)
             return
-        await self._done(user, channel, ts, bound, done)
+        await self._done(user, channel, ts, done)
 
-    async def _done(
-        self, user: str, channel: str, ts: str, bound: chat.Bound, done: chat.Decided
-    ) -> None:
+    async def _done(self, user: str, channel: str, ts: str, done: chat.Decided) -> None:
+        """The change's outbox event redraws every card of the task (this one too)."""
+        self.wake()
         if done.private:
             await self._tell_quietly(channel, user, done.private)
-        await self._redraw_quietly(bound.task_id, channel, ts, done.text)
 
     async def _refused(
         self, user: str, channel: str, ts: str, bound: chat.Bound, error: SignoffError
@@ -259,7 +328,8 @@ class SlackDoor:
                 "and decide again."
             )
         await self._tell_quietly(channel, user, text)
-        await self._redraw_quietly(bound.task_id, channel, ts, None)
+        if channel and ts:
+            await self.redraw(bound.task_id, channel, ts)
 
     async def _tell_quietly(self, channel: str, user: str, text: str) -> None:
         try:
@@ -267,15 +337,16 @@ class SlackDoor:
         except (SlackApiError, OSError) as error:
             log.warning("slack.tell_failed", error=str(error))
 
-    async def _redraw_quietly(
-        self, task_id: uuid.UUID, channel: str, ts: str, outcome: str | None
-    ) -> None:
-        if not channel or not ts:
-            return
-        try:
-            await self.redraw(task_id, channel, ts, outcome)
-        except (SlackApiError, OSError, SignoffError) as error:
-            log.warning("slack.redraw_failed", task_id=str(task_id), error=str(error))
+
+def _reason(error: SlackApiError) -> str:
+    """What Slack said (``invalid_auth``, ``token_revoked``…), ``ratelimited`` for a 429,
+    ``unreachable`` for an answer that is not Slack's (a proxy's 5xx page)."""
+    if error.response.status_code == 429:
+        return "ratelimited"
+    data = error.response.data
+    if isinstance(data, dict) and data.get("error"):
+        return str(data["error"])
+    return "unreachable"
 
 
 def _base(url: str) -> str:

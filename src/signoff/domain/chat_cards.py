@@ -211,6 +211,13 @@ def _standing(card: CardInput) -> list[dict[str, Any]]:
     standing = view.get("approval_progress")
     if standing:
         parts.append(f":busts_in_silhouette: {escape(standing['text'])}")
+        votes = [
+            f"{escape(v['voter'])}: {rule_for(Decision(v['decision'])).label}"
+            + (f" (in {escape(str(v['door']).capitalize())})" if v.get("door") else "")
+            for v in (view.get("votes") or [])[:20]
+        ]
+        if votes:
+            parts.append("Votes: " + ", ".join(votes))
     parts.append(f"<{card.task_url}|Open the task page>")
     return [_context("   ".join(parts))]
 

@@ -189,7 +189,7 @@ async def draw(
         subject=subject,
         previous_subject=previous,
         previous_revision=before,
-        outcome=outcome,
+        outcome=outcome or outcome_text(task),
     )
     return Drawn(card_blocks(card), task, task.current_revision)
 

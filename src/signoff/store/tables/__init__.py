@@ -16,7 +16,7 @@ from signoff.store.tables.access import (
     user_sessions,
     users,
 )
-from signoff.store.tables.chat import chat_actions, chat_cards
+from signoff.store.tables.chat import chat_actions, chat_cards, chat_cursors, chat_deliveries
 from signoff.store.tables.columns import JsonText, UtcDateTime, metadata
 from signoff.store.tables.deciding import (
     approval_rules,
@@ -53,6 +53,8 @@ __all__ = [
     "catchup_horizons",
     "chat_actions",
     "chat_cards",
+    "chat_cursors",
+    "chat_deliveries",
     "delivery_attempts",
     "escalation_policies",
     "fanned_out_at_sql",

@@ -53,3 +53,38 @@ chat_actions = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Index("ix_chat_actions_task_id", "task_id", "id"),
 )
+
+#: What a chat door still has to show: a card to post for a new task (``kind`` post, to
+#: ``channel``), or a card to draw again after a change (``kind`` redraw, of the message
+#: ``channel``/``ts``). Made from the outbox in the transaction that moves the door's
+#: cursor, so nothing is lost or made twice across a restart; retried until done, no
+#: sooner than Slack's ``Retry-After``.
+chat_deliveries = Table(
+    "chat_deliveries",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("door", String(16), nullable=False),
+    Column("task_id", Uuid(as_uuid=True), ForeignKey("review_tasks.id"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("ts", Text),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("done_at", UtcDateTime),
+    Index("ix_chat_deliveries_due", "door", "status", "next_attempt_at"),
+)
+
+#: How far each chat door has read the outbox (a catch-up position, as
+#: :class:`signoff.store.catchup.Position`).
+chat_cursors = Table(
+    "chat_cursors",
+    metadata,
+    Column("door", String(16), primary_key=True),
+    Column("position", BigInteger),
+    Column("created_at", UtcDateTime),
+    Column("event_id", Uuid(as_uuid=True)),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
