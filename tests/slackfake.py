@@ -144,7 +144,7 @@ class SlackFake:
             return {"ok": True, "user": _member(member)}
         if method == "users.lookupByEmail":
             for member in self.members.values():
-                if member.email == params.get("email"):
+                if (member.email or "").lower() == str(params.get("email")).lower():
                     return {"ok": True, "user": _member(member)}
             return {"ok": False, "error": "users_not_found"}
         return {"ok": False, "error": "unknown_method"}

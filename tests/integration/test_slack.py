@@ -253,6 +253,15 @@ def test_cards_and_decisions_over_http(
         )
         rule_ts, card = _posted(fake, ruled["id"])
         assert "0 of 2" in json.dumps(card["blocks"])
+        # Each person whose vote it awaits gets it by direct message too (not the disabled
+        # carol, not the producer, not dan who has no account with an e-mail).
+        dms = fake.wait_for(
+            "chat.postMessage",
+            lambda c: ruled["id"] in json.dumps(c.params) and c.params["channel"] != CHANNEL,
+            count=3,
+        )
+        assert sorted(c.params["channel"] for c in dms) == ["DU_ALICE", "DU_EVE", "DU_SAM"]
+        eve_ts = next(str(c.answer["ts"]) for c in dms if c.params["channel"] == "DU_EVE")
         value = _value(card)
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
         assert "recorded and counts" in _ephemeral(fake, "U_ALICE", 3)
@@ -264,6 +273,7 @@ def test_cards_and_decisions_over_http(
         assert _click(server, fake, "U_SAM", rule_ts, APPROVE, value) == 200
         reached = _drawn(fake, rule_ts, "sam: Approve (in Slack)")
         assert not _buttons(reached)
+        assert not _buttons(_drawn(fake, eve_ts, "sam: Approve (in Slack)")), "DMs follow too"
         after = _task(producer, ruled["id"])
         assert (after["status"], after["decision"]) == ("RESOLVED", "APPROVED")
         assert [(v["voter"], v["door"]) for v in after["votes"]] == [

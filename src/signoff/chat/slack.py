@@ -152,8 +152,8 @@ class SlackDoor:
         groups: dict[tuple[str, str | None, str], list[chat_cards.Delivery]] = {}
         for delivery in taken:
             key = (delivery.channel, delivery.ts, delivery.kind)
-            if delivery.kind == "post":
-                key = (delivery.channel, str(delivery.id), "post")
+            if delivery.kind != "redraw":
+                key = (delivery.channel, str(delivery.id), delivery.kind)
             groups.setdefault(key, []).append(delivery)
         for group in groups.values():
             await self._deliver(group)
@@ -161,11 +161,16 @@ class SlackDoor:
     async def _deliver(self, group: list[chat_cards.Delivery]) -> None:
         first = group[0]
         try:
-            if first.kind == "post":
+            if first.kind in ("post", "dm"):
+                where = first.channel
+                if first.kind == "dm":
+                    found = await self._direct_channel(first.channel)
+                    if found is None:
+                        await chat_cards.skipped(self.ctx, first, "no Slack account")
+                        return
+                    where = found
                 drawn = await chat.draw(self.ctx, first.task_id, door=DOOR)
-                response = await self._call(
-                    "chat.postMessage", channel=first.channel, **drawn.message
-                )
+                response = await self._call("chat.postMessage", channel=where, **drawn.message)
                 channel, ts = str(response["channel"]), str(response["ts"])
             else:
                 channel, ts = first.channel, str(first.ts)
@@ -203,6 +208,21 @@ class SlackDoor:
             raise
         child(SLACK_CALLS, method, "ok").inc()
         return response
+
+    async def _direct_channel(self, principal_id: str) -> str | None:
+        """The direct-message channel with the Slack user whose e-mail is the person's
+        (``None``: they have no Slack account, or no e-mail here)."""
+        email = await chat_cards.email_of(self.ctx, principal_id)
+        if not email:
+            return None
+        try:
+            found = await self._call("users.lookupByEmail", email=email)
+        except SlackApiError as error:
+            if _reason(error) == "users_not_found":
+                return None
+            raise
+        opened = await self._call("conversations.open", users=str(found["user"]["id"]))
+        return str(opened["channel"]["id"])
 
     # ChatChannel ------------------------------------------------------------------------
 

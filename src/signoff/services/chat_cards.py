@@ -2,7 +2,8 @@
 vote, expiry, reassignment, a new revision), every card showing it is drawn again.
 
 A chat door's worker reads the outbox after its cursor (:func:`fan_out`): a new task
-becomes a card to post to its routed channel, any other event of a task becomes a redraw
+becomes a card to post to its routed channel and, for a task decided by an approval rule,
+a direct message to each person whose vote it awaits; any other event of a task becomes a redraw
 of each card posted for it. The deliveries and the new cursor commit together, so a
 restart neither loses nor repeats one. The worker then attempts what is due
 (:func:`take_due`; the redraws of one message are drawn once), and reports
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from signoff.domain.tasks import Task
+from signoff.domain.tasks import Task, awaits_vote
 from signoff.services.context import ServiceContext
 from signoff.store import catchup
 from signoff.store import chat as card_store
 from signoff.store import chat_deliveries as store
 from signoff.store import tasks as task_store
+from signoff.store import users as user_store
 
 #: Events read per round.
 BATCH = 100
@@ -76,9 +78,15 @@ async def _deliveries_for(
     task_id = uuid.UUID(str(payload["data"]["id"]))
     if payload["type"] == "task.created":
         task = await task_store.find_task(conn, task_id)
-        for channel in route(task) if task is not None else []:
+        if task is None:
+            return
+        for channel in route(task):
             await store.insert_delivery(
                 conn, door=door, task_id=task_id, kind="post", channel=channel, ts=None, now=now
+            )
+        for voter in await _voters(conn, task):  # a rule's voters each get theirs
+            await store.insert_delivery(
+                conn, door=door, task_id=task_id, kind="dm", channel=voter, ts=None, now=now
             )
         return
     for card in await card_store.cards_of_task(conn, door, task_id):
@@ -91,6 +99,32 @@ async def _deliveries_for(
             ts=card["ts"],
             now=now,
         )
+
+
+async def _voters(conn: Any, task: Task) -> list[str]:
+    """The people (enabled accounts with an e-mail) whose vote a rule task awaits
+    (:func:`signoff.domain.tasks.awaits_vote`, what every door asks)."""
+    if task.approval_rule is None:
+        return []
+    return [
+        user.principal_id
+        for user in await user_store.list_users(conn)
+        if user.email and user.disabled_at is None and awaits_vote(task, user.principal)
+    ]
+
+
+async def email_of(ctx: ServiceContext, principal_id: str) -> str | None:
+    """The e-mail of an enabled account (where a direct message goes)."""
+    async with ctx.database.transaction(write=False) as uow:
+        user = await user_store.find_user(uow.connection, principal_id)
+    return user.email if user is not None and user.disabled_at is None else None
+
+
+async def skipped(ctx: ServiceContext, delivery: Delivery, reason: str) -> None:
+    """A delivery that can never be made (the person has no account in the chat system)."""
+    async with ctx.database.transaction() as uow:
+        await store.skip_delivery(uow.connection, delivery.id, reason=reason, now=ctx.now())
+        await uow.commit()
 
 
 async def ask_redraw(

@@ -3,7 +3,7 @@
 Statements, by name: :func:`read_cursor` (locked on PostgreSQL: one process fans out at a
 time), :func:`save_cursor`, :func:`insert_delivery`, :func:`due_deliveries`,
 :func:`take_delivery` (a conditional update: one process attempts a delivery at a time),
-:func:`finish_delivery`, :func:`retry_delivery`,
+:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`,
 :func:`pending_deliveries`.
 """
 
@@ -23,7 +23,7 @@ from signoff.store.tables import chat_cursors, chat_deliveries
 D = chat_deliveries.c
 K = chat_cursors.c
 
-PENDING, DONE = "PENDING", "DONE"
+PENDING, DONE, SKIPPED = "PENDING", "DONE", "SKIPPED"
 
 
 async def read_cursor(conn: AsyncConnection, door: str) -> tuple[bool, Position | None]:
@@ -112,6 +112,16 @@ async def finish_delivery(
         update(chat_deliveries)
         .where(D.id == delivery_id)
         .values(status=DONE, done_at=now, ts=ts, last_error=None)
+    )
+
+
+async def skip_delivery(
+    conn: AsyncConnection, delivery_id: uuid.UUID, *, reason: str, now: datetime
+) -> None:
+    await conn.execute(
+        update(chat_deliveries)
+        .where(D.id == delivery_id)
+        .values(status=SKIPPED, done_at=now, last_error=reason[:500])
     )
 
 

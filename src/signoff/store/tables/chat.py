@@ -55,10 +55,12 @@ chat_actions = Table(
 )
 
 #: What a chat door still has to show: a card to post for a new task (``kind`` post, to
-#: ``channel``), or a card to draw again after a change (``kind`` redraw, of the message
-#: ``channel``/``ts``). Made from the outbox in the transaction that moves the door's
-#: cursor, so nothing is lost or made twice across a restart; retried until done, no
-#: sooner than Slack's ``Retry-After``.
+#: ``channel``), a direct message to a voter (``kind`` dm, ``channel`` their principal
+#: id), or a card to draw again after a change (``kind`` redraw, of the message
+#: ``channel``/``ts``). Status PENDING, DONE, or SKIPPED (the person has no chat account).
+#: Made from the outbox in the transaction that moves the door's cursor, so nothing is
+#: lost or made twice across a restart; retried until done, no sooner than the chat
+#: system's ``Retry-After``.
 chat_deliveries = Table(
     "chat_deliveries",
     metadata,
