@@ -18,7 +18,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import typer
 
+from signoff.cli.integrations import slack_card
 from signoff.domain.chat_cards import LIMITS
 from signoff.domain.clock import ManualClock
 from tests.slackfake import (
@@ -358,7 +360,10 @@ def test_cards_follow_every_door_through_outages_and_restarts(
 
 
 def test_socket_mode_takes_the_same_clicks(
-    make_settings: Any, clock: ManualClock, fake: SlackFake
+    make_settings: Any,
+    clock: ManualClock,
+    fake: SlackFake,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with _server(make_settings, clock, fake, slack_app_token=APP_TOKEN) as server:
         producer, dan = _people(server)
@@ -376,5 +381,13 @@ def test_socket_mode_takes_the_same_clicks(
             "APPROVED",
             "alice",
         )
+        # The card as JSON without Slack: the command `signoff slack-card`.
+        monkeypatch.setenv("SIGNOFF_ENCRYPTION_KEYS", server.settings.encryption_keys or "")
+        printed: list[str] = []
+        monkeypatch.setattr(typer, "echo", lambda text, **_: printed.append(str(text)))
+        slack_card(task["id"], database_url=server.settings.database_url)
+        shown = json.loads(printed[-1])
+        assert shown["blocks"][0]["type"] == "header"
+        assert "Decided: Approve (by alice)" in json.dumps(shown["blocks"])
         producer.close()
         dan.close()
