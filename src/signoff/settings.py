@@ -209,9 +209,11 @@ class Settings(BaseSettings):
     """An app-level token (``xapp-…``): Signoff opens Slack's Socket Mode WebSocket and
     needs no public address."""
     slack_default_channel: str | None = None
-    """The channel a task's card is posted to when no group names one."""
-    slack_group_channels: str = "{}"
-    """JSON object: assigned group → channel id, for the cards of that group's tasks."""
+    """The channel a task's card is posted to when ``slack_channels`` names none."""
+    slack_channels: str = "{}"
+    """JSON object routing cards: ``group:<name>``, ``policy:<name>`` or
+    ``producer:<principal>`` → channel id; the task's group is asked first, then its
+    escalation policy, then its producer, then the default channel."""
     slack_api_url: str = "https://slack.com/api/"
     """Slack's Web API base (a proxy, or a local fake in tests)."""
 
@@ -263,15 +265,20 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("slack_group_channels")
+    @field_validator("slack_channels")
     @classmethod
-    def _group_channels_parse(cls, value: str) -> str:
+    def _slack_channels_parse(cls, value: str) -> str:
         document = json.loads(value)
         if not isinstance(document, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and v for k, v in document.items()
+            isinstance(k, str)
+            and k.startswith(("group:", "policy:", "producer:"))
+            and isinstance(v, str)
+            and v
+            for k, v in document.items()
         ):
             raise ValueError(
-                "SIGNOFF_SLACK_GROUP_CHANNELS must be a JSON object of group → channel"
+                "SIGNOFF_SLACK_CHANNELS must be a JSON object of group:<name>, "
+                "policy:<name> or producer:<principal> → channel id"
             )
         return value
 
@@ -281,8 +288,8 @@ class Settings(BaseSettings):
         return bool(self.slack_bot_token and (self.slack_signing_secret or self.slack_app_token))
 
     @property
-    def slack_channels(self) -> dict[str, str]:
-        result: dict[str, str] = json.loads(self.slack_group_channels)
+    def slack_routes(self) -> dict[str, str]:
+        result: dict[str, str] = json.loads(self.slack_channels)
         return result
 
     @property

@@ -14,9 +14,11 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 import typer
 
@@ -123,9 +125,12 @@ def _buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in card["blocks"] if b["type"] == "actions"]
 
 
-def _ephemeral(fake: SlackFake, user: str, count: int) -> str:
-    calls = fake.wait_for("chat.postEphemeral", lambda c: c.params["user"] == user, count=count)
-    return str(calls[-1].params["text"])
+def _told(fake: SlackFake, user: str, needle: str) -> str:
+    """The private message to ``user`` that says ``needle`` (waited for)."""
+    calls = fake.wait_for(
+        "chat.postEphemeral", lambda c: c.params["user"] == user and needle in c.params["text"]
+    )
+    return str(calls[0].params["text"])
 
 
 def _click(
@@ -175,19 +180,30 @@ def test_cards_and_decisions_over_http(
         # A signed request whose button value was altered is refused, privately.
         forged = first.replace(".1.", ".7.")
         assert _click(server, fake, "U_ALICE", ts, APPROVE, forged) == 200
-        assert "not drawn by this Signoff" in _ephemeral(fake, "U_ALICE", 1)
-        # An unknown action gets Bolt's clear answer, not a 500.
+        _told(fake, "U_ALICE", "not drawn by this Signoff")
+        # An unknown action gets Bolt's clear answer, not a 500; so do a payload that is
+        # not JSON and an oversized body.
         assert _click(server, fake, "U_ALICE", ts, "something_else", first) == 404
+        body, headers = fake.signed({})
+        garbled = body.replace(b"%7B%7D", b"%7Bnot-json")
+        headers = fake.signed_headers(garbled)
+        answer = httpx.post(f"{server.base_url}/slack/events", content=garbled, headers=headers)
+        assert 400 <= answer.status_code < 500, answer.status_code
+        huge = fake.signed_headers(b"payload=" + b"x" * 100_000)
+        answer = httpx.post(
+            f"{server.base_url}/slack/events", content=b"payload=" + b"x" * 100_000, headers=huge
+        )
+        assert answer.status_code == 413
 
         # Identity: no account with the e-mail, an unconfirmed e-mail, a disabled account.
         assert _click(server, fake, "U_BOB", ts, APPROVE, first) == 200
-        assert "no Signoff account has the e-mail bob@example.org" in _ephemeral(fake, "U_BOB", 1)
+        _told(fake, "U_BOB", "no Signoff account has the e-mail bob@example.org")
         assert _click(server, fake, "U_EVE", ts, APPROVE, first) == 200
-        assert "no verified e-mail" in _ephemeral(fake, "U_EVE", 1)
+        _told(fake, "U_EVE", "no verified e-mail")
         with server.admin() as admin:
             assert admin.post("/users/carol/disable").status_code == 200
         assert _click(server, fake, "U_CAROL", ts, APPROVE, first) == 200
-        assert "carol is disabled" in _ephemeral(fake, "U_CAROL", 1)
+        _told(fake, "U_CAROL", "carol is disabled")
         assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
 
         # A new revision (through the API): the card follows it, naming what changed; a
@@ -202,7 +218,7 @@ def test_cards_and_decisions_over_http(
         second = _value(redrawn)
         assert ".2." in second
         assert _click(server, fake, "U_ALICE", ts, APPROVE, first) == 200
-        assert "showed revision 1" in _ephemeral(fake, "U_ALICE", 2)
+        _told(fake, "U_ALICE", "showed revision 1")
         assert _task(producer, task["id"])["status"] == "PENDING_REVIEW"
 
         # Approve on the current card: claimed and resolved in one go, the card updated.
@@ -248,6 +264,42 @@ def test_cards_and_decisions_over_http(
             "sam",
         )
 
+        # Two people click Approve on one card at once: one decides, the other is told.
+        race = _escalate(producer, "race", assigned_group="reviewers")
+        race_ts, race_card = _posted(fake, race["id"])
+        value = _value(race_card)
+        with ThreadPoolExecutor(2) as pool:
+            statuses = list(
+                pool.map(
+                    lambda user: _click(server, fake, user, race_ts, APPROVE, value),
+                    ["U_ALICE", "U_SAM"],
+                )
+            )
+        assert statuses == [200, 200]
+        _drawn(fake, race_ts, "Decided: Approve (by ")
+        deadline = time.monotonic() + 15
+        while len(server.rows("chat_actions", task_id=uuid.UUID(race["id"]))) < 2:
+            assert time.monotonic() < deadline, "both clicks are recorded"
+            time.sleep(0.05)
+        outcomes = sorted(
+            r["outcome"] for r in server.rows("chat_actions", task_id=uuid.UUID(race["id"]))
+        )
+        assert outcomes[1] == "recorded"
+        assert outcomes[0].startswith("ERR_"), outcomes
+        raced = _task(producer, race["id"])
+        assert raced["status"] == "RESOLVED"
+        assert raced["operator_id"] in ("alice", "sam")
+        assert (
+            len(
+                [
+                    e
+                    for e in producer.get(f"/tasks/{race['id']}/events").json()["items"]
+                    if e["action"] == "resolve"
+                ]
+            )
+            == 1
+        )
+
         # A rule of two approvals: two Slack votes reach it; one vote each; a vote through
         # the API afterwards is refused (one outcome, whatever the door).
         ruled = _escalate(
@@ -266,12 +318,12 @@ def test_cards_and_decisions_over_http(
         eve_ts = next(str(c.answer["ts"]) for c in dms if c.params["channel"] == "DU_EVE")
         value = _value(card)
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
-        assert "recorded and counts" in _ephemeral(fake, "U_ALICE", 3)
+        _told(fake, "U_ALICE", "recorded and counts")
         voted = _drawn(fake, rule_ts, "alice: Approve (in Slack)")
         assert "1 of 2" in json.dumps(voted["blocks"])
         assert _buttons(voted), "still open to votes"
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
-        assert "already recorded; nothing changed" in _ephemeral(fake, "U_ALICE", 4)
+        _told(fake, "U_ALICE", "already recorded; nothing changed")
         assert _click(server, fake, "U_SAM", rule_ts, APPROVE, value) == 200
         reached = _drawn(fake, rule_ts, "sam: Approve (in Slack)")
         assert not _buttons(reached)
@@ -310,10 +362,17 @@ def test_cards_follow_every_door_through_outages_and_restarts(
     """A decision in another door redraws the card; a 429 is retried no sooner than its
     Retry-After (by the clock); Slack down delays cards, a restart loses none, and the
     escalation never waited."""
-    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
+    routes = '{"group:finance": "C_FINANCE", "producer:bot": "C_BOT"}'
+    with _server(
+        make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET, slack_channels=routes
+    ) as server:
         producer, dan = _people(server)
+        # Routing: the group's channel first, then the producer's, then the default.
+        finance = _escalate(producer, "finance", assigned_group="finance")
+        assert _posted(fake, finance["id"])[1]["channel"] == "C_FINANCE"
         task = _escalate(producer, "console", assigned_group="reviewers")
-        ts, _ = _posted(fake, task["id"])
+        ts, card = _posted(fake, task["id"])
+        assert card["channel"] == "C_BOT"
         claim = dan.claim(task["id"])
         assert claim.status_code == 200, claim.text
         fake.rate_limit("chat.update", 1, retry_after=30)
@@ -342,8 +401,16 @@ def test_cards_follow_every_door_through_outages_and_restarts(
         while not server.rows("chat_deliveries", task_id=uuid.UUID(late["id"])):
             assert time.monotonic() < deadline, "no delivery was made"
             time.sleep(0.05)
-    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
-        fake.down = False
+    # Back with a bot token Slack now refuses: the server starts, says so, counts it.
+    fake.down, fake.revoked = False, True
+    with _server(
+        make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET, slack_channels=routes
+    ) as server:
+        with server.admin() as admin:
+            metrics = admin.get("/metrics").text
+        assert 'signoff_slack_calls_total{method="auth.test",result="token_revoked"}' in metrics
+        assert server.admin().get("/healthz").status_code == 200
+        fake.revoked = False
         clock.advance(600)
         late_ts, _ = _posted(fake, late["id"])
         posted = [c for c in fake.called("chat.postMessage") if late["id"] in json.dumps(c.params)]

@@ -122,11 +122,16 @@ class SlackDoor:
     # Cards follow the task --------------------------------------------------------------
 
     def route(self, task: Task) -> list[str]:
-        """The channel of the task's group (``SIGNOFF_SLACK_GROUP_CHANNELS``), else the
-        default channel; none: the task gets no card."""
-        settings = self.ctx.settings
-        channel = settings.slack_channels.get(task.assigned_group or "")
-        channel = channel or settings.slack_default_channel
+        """The channel ``SIGNOFF_SLACK_CHANNELS`` names for the task's group, else its
+        escalation policy, else its producer; else the default channel; none: no card."""
+        settings, routes = self.ctx.settings, self.ctx.settings.slack_routes
+        keys = [
+            f"group:{task.assigned_group}" if task.assigned_group else None,
+            f"policy:{(task.escalation_policy or {}).get('name')}",
+            f"producer:{task.producer_id}",
+        ]
+        named = [routes[key] for key in keys if key in routes]
+        channel = named[0] if named else settings.slack_default_channel
         return [channel] if channel else []
 
     def wake(self) -> None:
@@ -255,15 +260,17 @@ class SlackDoor:
 
     async def _on_button(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        user = str(body["user"]["id"])
-        channel, ts = _message_of(body)
         try:
+            user = str(body["user"]["id"])
+            channel, ts = _message_of(body)
             decision = Decision(str(action["action_id"])[len(ACTION_PREFIX) :])
             bound = chat.read_button(self.ctx, action.get("value"))
-        except (ValueError, SignoffError) as error:
-            text = error.message if isinstance(error, SignoffError) else "unknown action"
-            log.warning("slack.button_refused", user=user, reason=text)
-            await self._tell_quietly(channel, user, f"Nothing was decided: {text}.")
+        except (ValueError, KeyError, TypeError, SignoffError) as error:
+            text = error.message if isinstance(error, SignoffError) else "not a Signoff button"
+            log.warning("slack.button_refused", reason=text)
+            user, (channel, _) = str((body.get("user") or {}).get("id") or ""), _message_of(body)
+            if user and channel:
+                await self._tell_quietly(channel, user, f"Nothing was decided: {text}.")
             return
         if rule_for(decision).notes_required:
             value = str(action["value"])
@@ -273,8 +280,8 @@ class SlackDoor:
         await self._decide(user, channel, ts, bound, decision, notes=None)
 
     async def _on_notes(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = str(body["user"]["id"])
         try:
+            user = str(body["user"]["id"])
             meta = json.loads(view.get("private_metadata") or "{}")
             decision = Decision(str(meta["decision"]))
             bound = chat.read_button(self.ctx, meta.get("value"))
@@ -394,4 +401,7 @@ def install_slack(app: FastAPI) -> None:
             await read_bounded_body(request, MAX_REQUEST_BYTES, PayloadTooLarge)
         except PayloadTooLarge as error:
             return JSONResponse({"error": error.message}, status_code=413)
-        return await door.handler.handle(request)
+        try:
+            return await door.handler.handle(request)
+        except ValueError:  # Bolt reads the payload before anything else: not JSON
+            return JSONResponse({"error": "the payload is not valid JSON"}, status_code=400)
