@@ -144,15 +144,17 @@ class SlackDoor:
         while True:
             self._wake.clear()
             try:
-                while await chat_cards.fan_out(self.ctx, DOOR, self.route):
-                    pass
-                await self._deliver_due()
+                busy = True
+                while busy:  # until the outbox is read and nothing is due
+                    read = await chat_cards.fan_out(self.ctx, DOOR, self.route)
+                    busy = bool(read) | bool(await self._deliver_due())
             except Exception:  # a database outage: the next round tries again
                 log.exception("slack.follow_failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=poll)
 
-    async def _deliver_due(self) -> None:
+    async def _deliver_due(self) -> int:
+        """Attempt what is due now; returns how many deliveries were taken."""
         taken = await chat_cards.take_due(self.ctx, DOOR)
         groups: dict[tuple[str, str | None, str], list[chat_cards.Delivery]] = {}
         for delivery in taken:
@@ -162,6 +164,7 @@ class SlackDoor:
             groups.setdefault(key, []).append(delivery)
         for group in groups.values():
             await self._deliver(group)
+        return len(taken)
 
     async def _deliver(self, group: list[chat_cards.Delivery]) -> None:
         first = group[0]

@@ -208,6 +208,8 @@ def _standing(card: CardInput) -> list[dict[str, Any]]:
     parts = []
     if view.get("deadline_at"):
         parts.append(f":alarm_clock: Deadline {when_text(view['deadline_at'], card.now)}")
+    if view.get("claimed_by"):
+        parts.append(f":lock: {escape(view['claimed_by'])} is reviewing it")
     standing = view.get("approval_progress")
     if standing:
         parts.append(f":busts_in_silhouette: {escape(standing['text'])}")
