@@ -377,7 +377,11 @@ def test_cards_follow_every_door_through_outages_and_restarts(
         producer, dan = _people(server)
         # Routing: the group's channel first, then the producer's, then the default.
         finance = _escalate(producer, "finance", assigned_group="finance")
-        assert _posted(fake, finance["id"])[1]["channel"] == "C_FINANCE"
+        finance_ts, finance_card = _posted(fake, finance["id"])
+        assert finance_card["channel"] == "C_FINANCE"
+        # The producer withdraws it: the card says so and loses its buttons.
+        assert producer.post(f"/tasks/{finance['id']}/cancel").status_code == 200
+        assert not _buttons(_drawn(fake, finance_ts, "Cancelled by the producer"))
         task = _escalate(producer, "console", assigned_group="reviewers")
         ts, card = _posted(fake, task["id"])
         assert card["channel"] == "C_BOT"

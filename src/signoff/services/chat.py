@@ -344,7 +344,11 @@ async def _record(
 
 
 def outcome_text(task: Task) -> str | None:
-    """A decided task's outcome as a card says it, from what the task records."""
+    """A decided (or ended) task's outcome as a card says it, from what the task records."""
+    if task.status is TaskStatus.EXPIRED:
+        return "Expired without a decision"
+    if task.status is TaskStatus.CANCELLED:
+        return "Cancelled by the producer"
     if task.status is not TaskStatus.RESOLVED or task.decision is None:
         return None
     return f"Decided: {rule_for(Decision(task.decision)).label} (by {task.operator_id})"
