@@ -240,6 +240,9 @@ def test_cards_and_decisions_over_http(
             "alice",
         )
         assert after["approved_revision"] == 2
+        # Refused clicks claimed nothing: one claim, the one that decided.
+        trail = producer.get(f"/tasks/{task['id']}/events").json()["items"]
+        assert [e["action"] for e in trail if e["action"] in ("claim", "release")] == ["claim"]
         ledger = server.rows("chat_actions", task_id=uuid.UUID(task["id"]))
         assert [
             (r["chat_user"], r["principal_id"], r["revision"], r["outcome"]) for r in ledger

@@ -22,9 +22,9 @@ import structlog
 
 from signoff.crypto import form_mac
 from signoff.domain.chat_cards import CardInput, card_blocks
-from signoff.domain.decisions import rule_for
+from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.states import Decision, TaskStatus
-from signoff.domain.tasks import Principal, Task, task_view
+from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
 from signoff.errors import ErrorCode, Forbidden, SignoffError, task_not_found
 from signoff.services import votes as vote_service
 from signoff.services.common import parse_task_id
@@ -290,6 +290,12 @@ async def _decide(
         return Decided(
             ballot.task, f"{person.principal_id} voted {where}: {label}", ballot.receipt.text()
         )
+    # What the decision rules refuse is refused before anything is claimed (as a resume
+    # link does): a stale card or one's own task leaves no claim and release behind.
+    notes = checked_notes(decision, notes)
+    refusal = decision_refusal(task, person, decision, bound.revision, bound.digest)
+    if refusal is not None:
+        raise refusal
     grant = await claim(ctx, person, raw)
     try:
         decided = await resolve(
