@@ -157,7 +157,7 @@ def test_cards_and_decisions_over_http(
 ) -> None:
     with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
         producer, dan = _people(server)
-        assert fake.called("auth.test"), "the bot token is checked at start-up"
+        assert fake.wait_for("auth.test"), "the bot token is checked at start-up"
         task = _escalate(producer, "pay", assigned_group="reviewers")
         ts, card = _posted(fake, task["id"])
         assert fake.called("chat.postMessage")[-1].params["channel"] == CHANNEL
@@ -424,9 +424,12 @@ def test_cards_follow_every_door_through_outages_and_restarts(
     with _server(
         make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET, slack_channels=routes
     ) as server:
+        counted = 'signoff_slack_calls_total{method="auth.test",result="token_revoked"}'
+        deadline = time.monotonic() + 15
         with server.admin() as admin:
-            metrics = admin.get("/metrics").text
-        assert 'signoff_slack_calls_total{method="auth.test",result="token_revoked"}' in metrics
+            while counted not in admin.get("/metrics").text:
+                assert time.monotonic() < deadline, "the refused token is not counted"
+                time.sleep(0.05)
         assert server.admin().get("/healthz").status_code == 200
         fake.revoked = False
         clock.advance(600)

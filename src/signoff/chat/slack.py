@@ -75,13 +75,20 @@ class SlackDoor:
         self._socket: Any = None
         self._wake = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
+        self._connecting: asyncio.Task[None] | None = None
 
     # Lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Check the bot token (a revoked one is an operator error, said once, with the
-        metric), start following the outbox, and open Socket Mode when an app token is
-        set."""
+        """Start in the background — checking the bot token, following the outbox, and
+        (with an app token) Socket Mode — so that a Slack that is down or slow never keeps
+        Signoff from starting."""
+        self._follower = asyncio.create_task(self._follow(), name="slack-cards")
+        if self.ctx.settings.slack_app_token:
+            self._connecting = asyncio.create_task(self._open_socket(), name="slack-socket")
+
+    async def _check_token(self) -> None:
+        """A token Slack refuses (revoked, wrong) is an operator error: said once, counted."""
         try:
             identity = await self._call("auth.test")
             log.info("slack.connected", team=identity.get("team"), bot=identity.get("user_id"))
@@ -98,26 +105,31 @@ class SlackDoor:
                         "updated until it is replaced (see docs/slack.md)"
                     ),
                 )
-        except Exception as error:  # unreachable: cards wait, the server starts anyway
+        except Exception as error:  # unreachable: cards wait
             log.warning("slack.unreachable", error=repr(error)[:200])
-        self._follower = asyncio.create_task(self._follow(), name="slack-cards")
-        token = self.ctx.settings.slack_app_token
-        if token:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-            self._socket = AsyncSocketModeHandler(self.app, token, web_client=self.client)
-            await self._socket.connect_async()
-            log.info("slack.socket_mode_connected")
+    async def _open_socket(self) -> None:
+        """Socket Mode's WebSocket. slack_sdk keeps trying until Slack lets it open (every
+        ten seconds, its ping interval) and reconnects a connection that drops later."""
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        handler: Any = AsyncSocketModeHandler(
+            self.app, self.ctx.settings.slack_app_token, web_client=self.client
+        )
+        self._socket = handler
+        await handler.connect_async()
+        log.info("slack.socket_mode_connected")
 
     async def stop(self) -> None:
+        for task in (self._connecting, self._follower):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._connecting = self._follower = None
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
-        if self._follower is not None:
-            self._follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._follower
-            self._follower = None
 
     # Cards follow the task --------------------------------------------------------------
 
@@ -141,6 +153,7 @@ class SlackDoor:
         """Turn outbox events into card deliveries and attempt what is due, woken by a
         click in this process or every ``SIGNOFF_DISPATCHER_POLL_SECONDS``."""
         poll = self.ctx.settings.dispatcher_poll_seconds
+        await self._check_token()
         while True:
             self._wake.clear()
             try:
