@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hmac
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,7 +26,6 @@ from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
 from signoff.errors import ErrorCode, Forbidden, SignoffError, task_not_found
 from signoff.services import votes as vote_service
-from signoff.services.common import parse_task_id
 from signoff.services.context import ServiceContext
 from signoff.services.leases import claim, release
 from signoff.services.tasks import resolve
@@ -207,17 +205,6 @@ async def note_card(ctx: ServiceContext, drawn: Drawn, *, door: str, channel: st
             now=ctx.now(),
         )
         await uow.commit()
-
-
-async def cards_of(ctx: ServiceContext, task_id: uuid.UUID, door: str) -> list[Mapping[str, Any]]:
-    async with ctx.database.transaction(write=False) as uow:
-        return list(await store.cards_of_task(uow.connection, door, task_id))
-
-
-async def chat_actions(ctx: ServiceContext, raw_task_id: str) -> list[dict[str, Any]]:
-    """Who in chat asked for what on a task (for operators and tests)."""
-    async with ctx.database.transaction(write=False) as uow:
-        return list(await store.actions_of_task(uow.connection, parse_task_id(raw_task_id)))
 
 
 @dataclass(frozen=True)

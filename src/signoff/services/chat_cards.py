@@ -209,9 +209,3 @@ async def failed(
             await store.retry_delivery(uow.connection, delivery.id, at=at, error=error)
         await uow.commit()
     return at
-
-
-async def pending(ctx: ServiceContext, door: str) -> int:
-    """Deliveries not yet done (an operator's and a test's view)."""
-    async with ctx.database.transaction(write=False) as uow:
-        return await store.pending_deliveries(uow.connection, door)

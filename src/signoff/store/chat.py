@@ -1,8 +1,7 @@
 """Chat doors' rows: the cards posted for tasks and the chat user behind each action.
 
 Statements, by name: :func:`record_card` (a card posted or redrawn),
-:func:`cards_of_task`, :func:`card_at` (the card a message shows), :func:`record_action`,
-:func:`actions_of_task`.
+:func:`cards_of_task`, :func:`card_at` (the card a message shows), :func:`record_action`.
 """
 
 from __future__ import annotations
@@ -73,8 +72,3 @@ async def card_at(conn: AsyncConnection, door: str, channel: str, ts: str) -> di
 
 async def record_action(conn: AsyncConnection, **values: Any) -> None:
     await conn.execute(insert(chat_actions).values(**values))
-
-
-async def actions_of_task(conn: AsyncConnection, task_id: uuid.UUID) -> Sequence[dict[str, Any]]:
-    rows = await conn.execute(select(chat_actions).where(A.task_id == task_id).order_by(A.id))
-    return [dict(row._mapping) for row in rows]

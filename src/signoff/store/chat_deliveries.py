@@ -3,8 +3,7 @@
 Statements, by name: :func:`read_cursor` (locked on PostgreSQL: one process fans out at a
 time), :func:`save_cursor`, :func:`insert_delivery`, :func:`due_deliveries`,
 :func:`take_delivery` (a conditional update: one process attempts a delivery at a time),
-:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`,
-:func:`pending_deliveries`.
+:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`.
 """
 
 from __future__ import annotations
@@ -133,8 +132,3 @@ async def retry_delivery(
         .where(D.id == delivery_id)
         .values(next_attempt_at=at, last_error=error[:500], attempts=D.attempts + 1)
     )
-
-
-async def pending_deliveries(conn: AsyncConnection, door: str) -> int:
-    rows = await conn.execute(select(D.id).where(D.door == door, D.status == PENDING))
-    return len(rows.all())
