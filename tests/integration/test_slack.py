@@ -25,6 +25,7 @@ import typer
 from signoff.cli.integrations import slack_card
 from signoff.domain.chat_cards import LIMITS
 from signoff.domain.clock import ManualClock
+from tests.doors import PASSWORD, _csrf
 from tests.slackfake import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -138,6 +139,28 @@ def _click(
 ) -> int:
     payload = block_action(user, CHANNEL, ts, action, value)
     return fake.post_interaction(server.base_url, payload, **signing).status_code
+
+
+def _console(server: LiveServer, who: str) -> tuple[httpx.Client, str]:
+    """A reviewer signed in to the console, and the CSRF token of its forms."""
+    with server.admin() as admin:
+        made = admin.post(
+            "/users",
+            json={
+                "principal_id": who,
+                "role": "reviewer",
+                "groups": ["reviewers"],
+                "password": PASSWORD,
+            },
+        )
+        assert made.status_code == 201, made.text
+    browser = httpx.Client(base_url=server.base_url, follow_redirects=False, timeout=30)
+    page = browser.get("/console/login")
+    signed = browser.post(
+        "/console/login", data={"username": who, "password": PASSWORD, "csrf": _csrf(page.text)}
+    )
+    assert signed.status_code in (302, 303), signed.text
+    return browser, _csrf(browser.get("/console").text)
 
 
 def _settled(server: LiveServer) -> None:
@@ -370,7 +393,7 @@ def test_cards_and_decisions_over_http(
 def test_cards_follow_every_door_through_outages_and_restarts(
     make_settings: Any, clock: ManualClock, fake: SlackFake
 ) -> None:
-    """A decision in another door redraws the card; a 429 is retried no sooner than its
+    """A decision in the console redraws the card; a 429 is retried no sooner than its
     Retry-After (by the clock); Slack down delays cards, a restart loses none, and the
     escalation never waited."""
     routes = '{"group:finance": "C_FINANCE", "producer:bot": "C_BOT"}'
@@ -388,17 +411,17 @@ def test_cards_follow_every_door_through_outages_and_restarts(
         task = _escalate(producer, "console", assigned_group="reviewers")
         ts, card = _posted(fake, task["id"])
         assert card["channel"] == "C_BOT"
-        claim = dan.claim(task["id"])
-        assert claim.status_code == 200, claim.text
-        _drawn(fake, ts, "dan is reviewing it")
+        # Decided in the console by carl (signed in with a password).
+        console, csrf = _console(server, "carl")
+        claimed = console.post(f"/console/tasks/{task['id']}/claim", data={"csrf": csrf})
+        assert claimed.status_code == 200, claimed.text
+        _drawn(fake, ts, "carl is reviewing it")
         _settled(server)
         fake.rate_limit("chat.update", 1, retry_after=30)
-        resolved = dan.resolve(
-            task["id"],
-            claim.json()["lease_token"],
-            {"decision": "APPROVED", "revision": 1, "digest": task["digest"]},
-        )
-        assert resolved.status_code == 200, resolved.text
+        form = {"csrf": csrf, "decision": "APPROVED", "revision": "1", "digest": task["digest"]}
+        decided = console.post(f"/console/tasks/{task['id']}/decide", data=form)
+        assert decided.status_code == 200, decided.text
+        assert _task(producer, task["id"])["operator_id"] == "carl"
         # Slack said: not before 30 s. Nothing is drawn until the clock gets there.
         deadline = time.monotonic() + 15
         while not server.rows("chat_deliveries", last_error="ratelimited"):
@@ -409,7 +432,8 @@ def test_cards_follow_every_door_through_outages_and_restarts(
         decided = [c for c in fake.called("chat.update") if "Decided" in json.dumps(c.params)]
         assert not decided
         clock.advance(31)
-        _drawn(fake, ts, "Decided: Approve (by dan)")
+        _drawn(fake, ts, "Decided: Approve (by carl)")
+        console.close()
 
         # Slack down: escalations are answered at once; the cards wait, nothing is lost,
         # not even across a restart of Signoff.
