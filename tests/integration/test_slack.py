@@ -334,13 +334,13 @@ def test_cards_and_decisions_over_http(
             == 1
         )
 
-        # A rule of two approvals: two Slack votes reach it; one vote each; a vote through
-        # the API afterwards is refused (one outcome, whatever the door).
+        # A rule of three approvals reached by two Slack votes and one through the API;
+        # one vote a person; a Slack click after it is refused (one outcome, any door).
         ruled = _escalate(
-            producer, "rule", assigned_group="reviewers", approval_rule={"approvals": 2}
+            producer, "rule", assigned_group="reviewers", approval_rule={"approvals": 3}
         )
         rule_ts, card = _posted(fake, ruled["id"])
-        assert "0 of 2" in json.dumps(card["blocks"])
+        assert "0 of 3" in json.dumps(card["blocks"])
         # Each person whose vote it awaits gets it by direct message too (not the disabled
         # carol, not the producer, not dan who has no account with an e-mail).
         dms = fake.wait_for(
@@ -354,10 +354,18 @@ def test_cards_and_decisions_over_http(
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
         _told(fake, "U_ALICE", "recorded and counts")
         voted = _drawn(fake, rule_ts, "alice: Approve (in Slack)")
-        assert "1 of 2" in json.dumps(voted["blocks"])
+        assert "1 of 3" in json.dumps(voted["blocks"])
         assert _buttons(voted), "still open to votes"
         assert _click(server, fake, "U_ALICE", rule_ts, APPROVE, value) == 200
         _told(fake, "U_ALICE", "already recorded; nothing changed")
+        by_api = dan.post(
+            f"/tasks/{ruled['id']}/votes",
+            json={"decision": "APPROVED", "revision": 1, "digest": ruled["digest"]},
+        )
+        assert by_api.status_code == 200, by_api.text
+        assert "2 of 3" in json.dumps(
+            _drawn(fake, rule_ts, "dan: Approve (through the API)")["blocks"]
+        )
         assert _click(server, fake, "U_SAM", rule_ts, APPROVE, value) == 200
         reached = _drawn(fake, rule_ts, "sam: Approve (in Slack)")
         assert not _buttons(reached)
@@ -366,25 +374,25 @@ def test_cards_and_decisions_over_http(
         assert (after["status"], after["decision"]) == ("RESOLVED", "APPROVED")
         assert [(v["voter"], v["door"]) for v in after["votes"]] == [
             ("alice", "slack"),
+            ("dan", "api"),
             ("sam", "slack"),
         ]
-        late = dan.post(
-            f"/tasks/{ruled['id']}/votes",
-            json={"decision": "APPROVED", "revision": 1, "digest": ruled["digest"]},
-        )
-        assert late.status_code == 409, late.text
+        assert _click(server, fake, "U_EVE", eve_ts, APPROVE, value) == 200
+        _told(fake, "U_EVE", "Nothing was decided")
         trail = producer.get(f"/tasks/{ruled['id']}/events")
         assert trail.status_code == 200, trail.text
         votes = [e for e in trail.json()["items"] if e["action"] == "vote"]
         assert [(e["actor_id"], e["details"]["vote"]["door"]) for e in votes] == [
             ("alice", "slack"),
+            ("dan", "api"),
             ("sam", "slack"),
         ]
+        assert [e["action"] for e in trail.json()["items"]].count("resolve") <= 1
         ledger = server.rows("chat_actions", task_id=uuid.UUID(ruled["id"]))
-        assert [(r["chat_user"], r["principal_id"]) for r in ledger] == [
-            ("U_ALICE", "alice"),
-            ("U_ALICE", "alice"),
-            ("U_SAM", "sam"),
+        assert [(r["chat_user"], r["principal_id"], r["outcome"]) for r in ledger][:3] == [
+            ("U_ALICE", "alice", "recorded"),
+            ("U_ALICE", "alice", "recorded"),
+            ("U_SAM", "sam", "recorded"),
         ]
         producer.close()
         dan.close()

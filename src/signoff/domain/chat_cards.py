@@ -53,6 +53,13 @@ ACTION_PREFIX = "signoff_decide:"
 #: The callback id of the notes modal.
 NOTES_MODAL = "signoff_notes"
 IN_REVIEW = frozenset({"PENDING_REVIEW", "CLAIMED"})
+#: Where a vote came from, in words.
+DOOR_WORDS = {
+    "api": "through the API",
+    "console": "in the console",
+    "link": "by e-mail link",
+    "slack": "in Slack",
+}
 
 
 @dataclass(frozen=True)
@@ -215,7 +222,7 @@ def _standing(card: CardInput) -> list[dict[str, Any]]:
         parts.append(f":busts_in_silhouette: {escape(standing['text'])}")
         votes = [
             f"{escape(v['voter'])}: {rule_for(Decision(v['decision'])).label}"
-            + (f" (in {escape(str(v['door']).capitalize())})" if v.get("door") else "")
+            + (f" ({DOOR_WORDS.get(str(v['door']), escape(v['door']))})" if v.get("door") else "")
             for v in (view.get("votes") or [])[:20]
         ]
         if votes:
