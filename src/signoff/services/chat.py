@@ -23,7 +23,13 @@ from signoff.crypto import form_mac
 from signoff.domain.chat_cards import CardInput, card_blocks
 from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.states import Decision, TaskStatus
-from signoff.domain.tasks import Principal, Task, decision_refusal, task_view
+from signoff.domain.tasks import (
+    Principal,
+    Task,
+    decision_refusal,
+    reviewing_elsewhere,
+    task_view,
+)
 from signoff.errors import ErrorCode, Forbidden, SignoffError, task_not_found
 from signoff.services import votes as vote_service
 from signoff.services.context import ServiceContext
@@ -281,6 +287,7 @@ async def _decide(
     # link does): a stale card or one's own task leaves no claim and release behind.
     notes = checked_notes(decision, notes)
     refusal = decision_refusal(task, person, decision, bound.revision, bound.digest)
+    refusal = refusal or reviewing_elsewhere(task, person, ctx.now())
     if refusal is not None:
         raise refusal
     grant = await claim(ctx, person, raw)
