@@ -55,6 +55,7 @@ class SlackFake:
     down: bool = False
     revoked: bool = False
     _limited: dict[str, list[int]] = field(default_factory=dict)
+    _refusals: dict[str, str] = field(default_factory=dict)
     _ts: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -67,6 +68,10 @@ class SlackFake:
 
     def add_member(self, user: str, email: str | None, **flags: Any) -> None:
         self.members[user] = Member(user, email, **flags)
+
+    def refuse(self, method: str, error: str) -> None:
+        """The next call of ``method`` answers ``{"ok": false, "error": error}``."""
+        self._refusals[method] = error
 
     def rate_limit(self, method: str, times: int, retry_after: int = 0) -> None:
         """The next ``times`` calls of ``method`` answer 429 with ``Retry-After``."""
@@ -112,8 +117,9 @@ class SlackFake:
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
-        if self.revoked:
-            answer = {"ok": False, "error": "token_revoked"}
+        refusal = self._refusals.pop(method, None)
+        if self.revoked or refusal:
+            answer = {"ok": False, "error": refusal or "token_revoked"}
         else:
             answer = self._answer(method, params, token)
         with self._changed:

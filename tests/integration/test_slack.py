@@ -443,6 +443,18 @@ def test_cards_follow_every_door_through_outages_and_restarts(
         _drawn(fake, ts, "Decided: Approve (by carl)")
         console.close()
 
+        # A card deleted in Slack is not retried for ever: its redraw is skipped.
+        gone = _escalate(producer, "gone", assigned_group="reviewers")
+        _posted(fake, gone["id"])
+        fake.refuse("chat.update", "message_not_found")
+        assert producer.post(f"/tasks/{gone['id']}/cancel").status_code == 200
+        deadline = time.monotonic() + 15
+        while not server.rows("chat_deliveries", task_id=uuid.UUID(gone["id"]), status="SKIPPED"):
+            assert time.monotonic() < deadline, "the redraw of a deleted card was not skipped"
+            time.sleep(0.05)
+        (skipped,) = server.rows("chat_deliveries", task_id=uuid.UUID(gone["id"]), kind="redraw")
+        assert skipped["last_error"] == "message_not_found"
+
         # Slack down: escalations are answered at once; the cards wait, nothing is lost,
         # not even across a restart of Signoff.
         fake.down = True

@@ -43,6 +43,18 @@ from signoff.services.context import ServiceContext
 log = structlog.get_logger("signoff.slack")
 
 DOOR = "slack"
+#: What Slack answers for a card it can never show: the delivery is skipped, not retried.
+NEVER = frozenset(
+    {
+        "channel_not_found",
+        "is_archived",
+        "message_not_found",
+        "cant_update_message",
+        "not_in_channel",
+        "msg_too_long",
+        "invalid_blocks",
+    }
+)
 #: The largest request Slack sends us that is read (interactivity payloads are far smaller).
 MAX_REQUEST_BYTES = 64 * 1024
 
@@ -167,7 +179,9 @@ class SlackDoor:
                 await asyncio.wait_for(self._wake.wait(), timeout=poll)
 
     async def _deliver_due(self) -> int:
-        """Attempt what is due now; returns how many deliveries were taken."""
+        """Attempt what is due now; returns how many deliveries were taken. When Slack
+        itself fails (down, or rate-limiting), the rest of the round waits as long as the
+        failed one instead of meeting the same answer."""
         taken = await chat_cards.take_due(self.ctx, DOOR)
         groups: dict[tuple[str, str | None, str], list[chat_cards.Delivery]] = {}
         for delivery in taken:
@@ -175,11 +189,19 @@ class SlackDoor:
             if delivery.kind != "redraw":
                 key = (delivery.channel, str(delivery.id), delivery.kind)
             groups.setdefault(key, []).append(delivery)
-        for group in groups.values():
-            await self._deliver(group)
+        pending = list(groups.values())
+        while pending:
+            stopped = await self._deliver(pending.pop(0))
+            if stopped is not None and pending:
+                reason, retry_after = stopped
+                rest = [delivery for group in pending for delivery in group]
+                await chat_cards.failed(self.ctx, rest, reason, retry_after)
+                break
         return len(taken)
 
-    async def _deliver(self, group: list[chat_cards.Delivery]) -> None:
+    async def _deliver(self, group: list[chat_cards.Delivery]) -> tuple[str, float | None] | None:
+        """Post or redraw one card; a failure of Slack itself is returned (why, and the
+        ``Retry-After`` it gave); a card Slack can never show is skipped."""
         first = group[0]
         try:
             if first.kind in ("post", "dm"):
@@ -187,8 +209,8 @@ class SlackDoor:
                 if first.kind == "dm":
                     found = await self._direct_channel(first.channel)
                     if found is None:
-                        await chat_cards.skipped(self.ctx, first, "no Slack account")
-                        return
+                        await chat_cards.skipped(self.ctx, group, "no Slack account")
+                        return None
                     where = found
                 drawn = await chat.draw(self.ctx, first.task_id, door=DOOR)
                 response = await self._call("chat.postMessage", channel=where, **drawn.message)
@@ -198,23 +220,28 @@ class SlackDoor:
                 drawn = await chat.draw(self.ctx, first.task_id, door=DOOR, channel=channel, ts=ts)
                 await self._call("chat.update", channel=channel, ts=ts, **drawn.message)
         except SlackApiError as error:
-            retry_after = None
+            reason, retry_after = _reason(error), None
+            if reason in NEVER:
+                await chat_cards.skipped(self.ctx, group, reason)
+                log.warning("slack.card_skipped", task_id=str(first.task_id), error=reason)
+                return None
             if error.response.status_code == 429:
                 header = error.response.headers.get("Retry-After") or "1"
                 retry_after = float(header[0] if isinstance(header, list) else header)
-            reason = _reason(error)
             at = await chat_cards.failed(self.ctx, group, reason, retry_after)
             log.warning(
                 "slack.card_delayed", task_id=str(first.task_id), error=reason, retry_at=str(at)
             )
-            return
+            return (reason, retry_after) if reason in ("ratelimited", "unreachable") else None
         except Exception as error:  # Slack unreachable, or an answer that is not JSON
-            await chat_cards.failed(self.ctx, group, repr(error)[:200], None)
-            log.warning("slack.card_delayed", task_id=str(first.task_id), error=repr(error)[:200])
-            return
+            reason = repr(error)[:200]
+            await chat_cards.failed(self.ctx, group, reason, None)
+            log.warning("slack.card_delayed", task_id=str(first.task_id), error=reason)
+            return reason, None
         await chat_cards.delivered(
             self.ctx, DOOR, group, channel=channel, ts=ts, revision=drawn.revision
         )
+        return None
 
     # The Web API, counted --------------------------------------------------------------
 

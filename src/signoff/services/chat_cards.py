@@ -2,14 +2,14 @@
 vote, expiry, reassignment, a new revision), every card showing it is drawn again.
 
 A chat door's worker reads the outbox after its cursor (:func:`fan_out`): a new task
-becomes a card to post to its routed channel and, for a task decided by an approval rule,
-a direct message to each person whose vote it awaits; any other event of a task becomes a redraw
-of each card posted for it. The deliveries and the new cursor commit together, so a
-restart neither loses nor repeats one. The worker then attempts what is due
-(:func:`take_due`; the redraws of one message are drawn once), and reports
-:func:`delivered` or :func:`failed` (retried with
-back-off, never sooner than the chat system's ``Retry-After``, never given up). Nothing
-on the escalate or decide path waits for any of it.
+becomes a card to post to its routed channel and, for a task decided by an approval
+rule, a direct message to each person whose vote it awaits; any other event of a task
+becomes a redraw of each card posted for it. The deliveries and the new cursor commit
+together, so a restart neither loses nor repeats one. The worker then attempts what is
+due (:func:`take_due`; the redraws of one message are drawn once), and reports
+:func:`delivered`, :func:`failed` (retried with back-off, never sooner than the chat
+system's ``Retry-After``) or :func:`skipped` (a card the chat system can never show).
+Nothing on the escalate or decide path waits for any of it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.domain.states import ACTIVE_STATUSES
 from signoff.domain.tasks import Task, awaits_vote
 from signoff.services.context import ServiceContext
 from signoff.store import catchup
@@ -78,8 +79,8 @@ async def _deliveries_for(
     task_id = uuid.UUID(str(payload["data"]["id"]))
     if payload["type"] == "task.created":
         task = await task_store.find_task(conn, task_id)
-        if task is None:
-            return
+        if task is None or task.status not in ACTIVE_STATUSES:
+            return  # decided (or withdrawn) before its card was due: nothing to ask anyone
         for channel in route(task):
             await store.insert_delivery(
                 conn, door=door, task_id=task_id, kind="post", channel=channel, ts=None, now=now
@@ -120,10 +121,12 @@ async def email_of(ctx: ServiceContext, principal_id: str) -> str | None:
     return user.email if user is not None and user.disabled_at is None else None
 
 
-async def skipped(ctx: ServiceContext, delivery: Delivery, reason: str) -> None:
-    """A delivery that can never be made (the person has no account in the chat system)."""
+async def skipped(ctx: ServiceContext, deliveries: list[Delivery], reason: str) -> None:
+    """Deliveries that can never be made (the person has no account in the chat system,
+    the channel or message is gone): kept as SKIPPED with the reason, not retried."""
     async with ctx.database.transaction() as uow:
-        await store.skip_delivery(uow.connection, delivery.id, reason=reason, now=ctx.now())
+        for delivery in deliveries:
+            await store.skip_delivery(uow.connection, delivery.id, reason=reason, now=ctx.now())
         await uow.commit()
 
 
