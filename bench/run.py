@@ -67,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -309,9 +310,28 @@ def run_pg(args: argparse.Namespace, results: dict[str, Any]) -> None:
             env = {"SIGNOFF_PGBOUNCER": "true", "SIGNOFF_LISTEN_DATABASE_URL": pg_url(db)}
         if args.redis:
             env["SIGNOFF_REDIS_URL"] = args.redis
+        if args.slack:
+            env |= stack.enter_context(slack_on())
         env |= dict(pair.split("=", 1) for pair in args.env)
         service = stack.enter_context(signoff_serve(url_for_service, env=env))
         _run_pg_workloads(args, results, db, service)
+
+
+@contextlib.contextmanager
+def slack_on() -> Iterator[dict[str, str]]:
+    """The Slack door on, against the tests' local fake of Slack (in this process): every
+    escalation becomes a card to post, every change a redraw, as in a deployment."""
+    from tests.slackfake import BOT_TOKEN, SIGNING_SECRET, slack_fake
+
+    with slack_fake() as fake:
+        yield {
+            "SIGNOFF_SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SIGNOFF_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SIGNOFF_SLACK_API_URL": fake.api_url,
+            "SIGNOFF_SLACK_DEFAULT_CHANNEL": "C_BENCH",
+        }
+        calls = len(fake.calls)
+    print(f"slack fake: {calls} Web API calls", flush=True)
 
 
 def _run_pg_workloads(
@@ -977,6 +997,9 @@ def main() -> None:
     )
     parser.add_argument("--pgbouncer", action="store_true", help="serve through PgBouncer")
     parser.add_argument("--redis", help="SIGNOFF_REDIS_URL for the service (storm shield)")
+    parser.add_argument(
+        "--slack", action="store_true", help="the Slack door on, against a local fake of Slack"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy (raw) of the server during W1")
     parser.add_argument(
         "--no-peers", action="store_true", help="skip pgqueuer and procrastinate after W2"
@@ -992,6 +1015,7 @@ def main() -> None:
             "workers": os.environ.get("BENCH_WORKERS"),
             "pgbouncer": args.pgbouncer,
             "redis": args.redis,
+            "slack": args.slack,
         }
     }
     started = time.monotonic()

@@ -100,6 +100,9 @@ def tour(tour: demo.DemoTour, settings: Settings) -> list[str]:
         "      the signed webhooks the demo receiver verified since this start",
         f"  curl -s {base}/tasks/{t['decided']}/deliveries {auth}",
         "      every delivery of the decided task's events, each attempt with its answer",
+        f"  signoff slack-card {t['article']}",
+        "      the article's Slack card as the Slack door posts it (Block Kit JSON), no "
+        "Slack needed",
         f"  open {base}/docs",
         '      every operation; "Authorize" with a key and try it out',
     ]

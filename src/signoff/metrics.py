@@ -22,6 +22,13 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 TRANSITIONS = Counter(
     "signoff_transitions_total", "Task state changes, by event type.", ["event"], registry=REGISTRY
 )
+SLACK_CALLS = Counter(
+    "signoff_slack_calls_total",
+    "Calls to Slack's Web API by the Slack door, by method and result (ok, rate_limited, "
+    "a Slack error such as invalid_auth or token_revoked, unreachable).",
+    ["method", "result"],
+    registry=REGISTRY,
+)
 WEBHOOK_ATTEMPTS = Counter(
     "signoff_webhook_attempts_total",
     "Webhook delivery attempts, by result (SUCCEEDED, PENDING = will retry, DEAD).",

@@ -197,6 +197,26 @@ class Settings(BaseSettings):
     oidc_role_map: str = "{}"
     """JSON object: IdP group → role (reviewer, supervisor, admin); the highest one wins."""
 
+    # Chat approvals in Slack (docs/slack.md): off until a bot token is set --------------
+    slack_bot_token: str | None = Field(default=None, repr=False)
+    """The Slack app's bot token (``xoxb-…``). Set with a signing secret (HTTP at
+    ``POST /slack/events``) or an app token (Socket Mode), it turns the Slack door on;
+    unset, nothing of Slack is imported or started."""
+    slack_signing_secret: str | None = Field(default=None, repr=False)
+    """Verifies every request Slack sends to ``POST /slack/events`` (HMAC-SHA256, and a
+    timestamp no more than five minutes old)."""
+    slack_app_token: str | None = Field(default=None, repr=False)
+    """An app-level token (``xapp-…``): Signoff opens Slack's Socket Mode WebSocket and
+    needs no public address."""
+    slack_default_channel: str | None = None
+    """The channel a task's card is posted to when ``slack_channels`` names none."""
+    slack_channels: str = "{}"
+    """JSON object routing cards: ``group:<name>``, ``policy:<name>`` or
+    ``producer:<principal>`` → channel id; the task's group is asked first, then its
+    escalation policy, then its producer, then the default channel."""
+    slack_api_url: str = "https://slack.com/api/"
+    """Slack's Web API base (a proxy, or a local fake in tests)."""
+
     @field_validator("database_url")
     @classmethod
     def _database_url_is_supported(cls, value: str) -> str:
@@ -244,6 +264,33 @@ class Settings(BaseSettings):
                 "supervisor or admin"
             )
         return value
+
+    @field_validator("slack_channels")
+    @classmethod
+    def _slack_channels_parse(cls, value: str) -> str:
+        document = json.loads(value)
+        if not isinstance(document, dict) or not all(
+            isinstance(k, str)
+            and k.startswith(("group:", "policy:", "producer:"))
+            and isinstance(v, str)
+            and v
+            for k, v in document.items()
+        ):
+            raise ValueError(
+                "SIGNOFF_SLACK_CHANNELS must be a JSON object of group:<name>, "
+                "policy:<name> or producer:<principal> → channel id"
+            )
+        return value
+
+    @property
+    def slack_enabled(self) -> bool:
+        """A bot token and a way for Slack to reach Signoff (signing secret or app token)."""
+        return bool(self.slack_bot_token and (self.slack_signing_secret or self.slack_app_token))
+
+    @property
+    def slack_routes(self) -> dict[str, str]:
+        result: dict[str, str] = json.loads(self.slack_channels)
+        return result
 
     @property
     def oidc_enabled(self) -> bool:

@@ -61,6 +61,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
         context = ServiceContext(database=database, settings=settings, clock=clock, shield=shield)
         app.state.context = context
+        slack = None
+        if settings.slack_enabled:  # off: nothing of Slack is imported
+            from signoff.chat.slack import SlackDoor
+
+            slack = SlackDoor(context)
+            await slack.start()
+            app.state.slack = slack
         stop = asyncio.Event()
         worker = asyncio.create_task(run_workers(context, stop)) if settings.run_workers else None
         if database.dialect == "postgresql":
@@ -80,6 +87,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         finally:
             forget()
             stop.set()
+            if slack is not None:
+                await slack.stop()
             if worker is not None:
                 await worker  # drains the attempts in flight
             if shield is not None:
@@ -115,4 +124,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(supervision_routes.router)
     install_auth(app, settings)
     install_console(app, http_problem)
+    if settings.slack_enabled and settings.slack_signing_secret:  # HTTP only when verified
+        from signoff.chat.slack import install_slack
+
+        install_slack(app)
     return app

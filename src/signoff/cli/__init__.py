@@ -1,5 +1,5 @@
 """The ``signoff`` command: ``serve``, ``migrate``, ``worker``, ``create-key``,
-``create-user``, ``listen``, ``generate-encryption-key``, ``mcp``.
+``create-user``, ``listen``, ``generate-encryption-key``, ``mcp``, ``slack-card``.
 
 A user's mistake (a bad flag, a database URL Signoff cannot use, a database that does not
 exist, a role no key can hold) prints one line, ``signoff: error: …``, on stderr and exits
@@ -7,7 +7,8 @@ non-zero (2 for a bad command line, 1 otherwise); never a traceback. Logs go to 
 stdout carries only what a command is asked for (an API key, the start-up lines).
 
 Modules: ``server`` (serve, migrate, worker), ``keys`` (create-key,
-generate-encryption-key), ``users`` (create-user, link-sso), ``integrations`` (listen, mcp) and
+generate-encryption-key), ``users`` (create-user, link-sso), ``integrations`` (listen, mcp,
+slack-card) and
 ``common`` (user errors, settings, a database that cannot be used, the CLI's operator).
 """
 
@@ -67,6 +68,7 @@ app.command()(server.worker)
 app.command()(integrations.listen)
 app.command("generate-encryption-key")(keys.generate_encryption_key)
 app.command("mcp")(integrations.mcp_server)
+app.command("slack-card")(integrations.slack_card)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
-"""The other side of Signoff: ``listen`` (a webhook receiver that verifies signatures)
-and ``mcp`` (review tools for agents)."""
+"""The other side of Signoff: ``listen`` (a webhook receiver that verifies signatures),
+``mcp`` (review tools for agents) and ``slack-card`` (a task's Slack card, without Slack)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from signoff.cli.common import UserError
+from signoff.cli.common import (
+    DatabaseOption,
+    UserError,
+    as_cli_admin,
+    run_with_database,
+    settings_from,
+)
 
 
 def listen(
@@ -101,3 +107,33 @@ def mcp_server() -> None:
         hint = f"signoff mcp needs the mcp extra: pip install 'signoff[mcp]' ({missing})"
         raise UserError(hint) from missing
     serve_mcp()
+
+
+def slack_card(
+    task_id: Annotated[str, typer.Argument(help="The task whose card to show.")],
+    database_url: DatabaseOption = None,
+) -> None:
+    """Print a task's Slack card (Block Kit JSON: text and blocks) as the Slack door would
+    post it, without Slack: paste the blocks into Slack's Block Kit Builder to see it.
+    Its buttons are signed with SIGNOFF_SECRET_KEY (unset: a key of this command's own)."""
+    import json
+    import uuid
+
+    from signoff.errors import SignoffError
+    from signoff.services import chat
+
+    settings = settings_from(database_url)
+    try:
+        wanted = uuid.UUID(task_id)
+    except ValueError:
+        raise UserError(f"{task_id!r} is not a task id") from None
+
+    async def run() -> str:
+        try:
+            async with as_cli_admin(settings) as (context, _):
+                drawn = await chat.draw(context, wanted, door="slack")
+        except SignoffError as exc:
+            raise UserError(exc.message) from None
+        return json.dumps(drawn.message, indent=2, ensure_ascii=False)
+
+    typer.echo(run_with_database(settings, run()))

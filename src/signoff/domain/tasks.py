@@ -400,6 +400,19 @@ def decision_refusal(
     return None
 
 
+def reviewing_elsewhere(task: Task, principal: Principal, now: datetime) -> Conflict | None:
+    """A door that claims and decides in one go (a resume link, a chat card) leaves a
+    person's own live lease alone: they are reviewing the task in the console, their
+    notes in progress there."""
+    if task.claimed_by == principal.principal_id and not task.lease_lapsed(now):
+        return Conflict(
+            "you are reviewing this task in the console: decide there (your lease and notes "
+            "are waiting), or release it first",
+            error_code=ErrorCode.STATE_CONFLICT,
+        )
+    return None
+
+
 def ballot_refusal(
     task: Task,
     principal: Principal,

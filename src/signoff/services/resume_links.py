@@ -20,7 +20,14 @@ from signoff.crypto import form_mac
 from signoff.domain.approval_rules import votes_from_json
 from signoff.domain.decisions import checked_notes
 from signoff.domain.states import Decision, TaskStatus
-from signoff.domain.tasks import Principal, Task, can_read, decision_refusal, task_view
+from signoff.domain.tasks import (
+    Principal,
+    Task,
+    can_read,
+    decision_refusal,
+    reviewing_elsewhere,
+    task_view,
+)
 from signoff.errors import Conflict, ErrorCode, Forbidden, NotFound, SignoffError
 from signoff.services import tasks as task_service
 from signoff.services import votes
@@ -251,12 +258,9 @@ async def decide_by_link(
     refusal = decision_refusal(task, approver, decision, revision, digest)
     if refusal is not None:
         raise refusal
-    if task.claimed_by == approver_id and not task.lease_lapsed(now):
-        raise Conflict(
-            "you are reviewing this task in the console: decide there (your lease and notes "
-            "are waiting), or release it first",
-            error_code=ErrorCode.STATE_CONFLICT,
-        )
+    elsewhere = reviewing_elsewhere(task, approver, now)
+    if elsewhere is not None:
+        raise elsewhere
     try:
         grant = await task_service.claim(ctx, approver, str(task.id))
     except SignoffError as error:

@@ -58,7 +58,7 @@ from signoff.store import tasks as task_store
 from signoff.store import votes as store
 from signoff.store.runtime.database import UnitOfWork
 
-DOORS = ("api", "console", "link")
+DOORS = ("api", "console", "link", "slack")
 ADMIN = frozenset({Role.ADMIN})
 
 

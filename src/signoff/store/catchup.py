@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, func, literal, literal_column, select, text, tuple_
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    func,
+    literal,
+    literal_column,
+    select,
+    text,
+    true,
+    tuple_,
+)
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -60,13 +70,14 @@ class Position:
 
 
 async def events_after(
-    conn: AsyncConnection, *, producer_id: str, after: Position | None, limit: int
+    conn: AsyncConnection, *, producer_id: str | None, after: Position | None, limit: int
 ) -> list[tuple[Position, dict[str, Any]]]:
-    """Up to ``limit`` outbox events about ``producer_id``'s tasks after ``after``, oldest
-    first, each with its position and its payload (the webhook body)."""
+    """Up to ``limit`` outbox events about ``producer_id``'s tasks (``None``: every
+    producer's, for the chat doors' cards) after ``after``, oldest first, each with its
+    position and its payload (the webhook body)."""
     if (after is not None) and ((after.created_at is None) == (conn.dialect.name == "postgresql")):
         raise ForeignCursor(conn.dialect.name)
-    mine = T.producer_id == producer_id
+    mine = T.producer_id == producer_id if producer_id is not None else true()
     joined = outbox_events.join(review_tasks, T.id == O.task_id)
     if conn.dialect.name == "postgresql":
         statement = (
@@ -92,6 +103,23 @@ async def events_after(
         statement = statement.where(rowid > after.order)
     rows = await conn.execute(statement.order_by(rowid).limit(limit))
     return [(Position(r[0]), r[1]) for r in rows]
+
+
+async def last_position(conn: AsyncConnection) -> Position | None:
+    """The position of the newest event a read can return now (``None``: no event)."""
+    if conn.dialect.name == "postgresql":
+        row = (
+            await conn.execute(
+                select(O.commit_xid, O.created_at, O.id)
+                .where(O.commit_xid < _SETTLED_BELOW)
+                .order_by(O.commit_xid.desc(), O.created_at.desc(), O.id.desc())
+                .limit(1)
+            )
+        ).first()
+        return None if row is None else Position(row[0], row[1], row[2])
+    rowid = literal_column("outbox_events.rowid", Integer)
+    newest = (await conn.execute(select(func.max(rowid)).select_from(outbox_events))).scalar()
+    return None if newest is None else Position(int(newest))
 
 
 # Retention and the horizon -------------------------------------------------------------

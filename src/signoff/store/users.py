@@ -287,3 +287,12 @@ async def principal_names(conn: AsyncConnection) -> set[str]:
     users = select(U.principal_id)
     keys = select(api_keys.c.principal_id)
     return set((await conn.execute(union(users, keys))).scalars())
+
+
+async def find_user_by_email(conn: AsyncConnection, email: str) -> User | None:
+    """The one user with this e-mail (case-insensitive); ``None`` when there is none or
+    several share it (an e-mail that names two people names nobody)."""
+    rows = (
+        await conn.execute(select(users).where(func.lower(U.email) == email.lower()).limit(2))
+    ).all()
+    return _user(rows[0]) if len(rows) == 1 else None

@@ -4,7 +4,8 @@ JSON documents are stored as text we serialise ourselves (:class:`JsonText`) rat
 ``JSONB``: PostgreSQL's ``jsonb`` cannot hold ``\\u0000``, which is valid JSON that the
 escalation contract accepts, and text keeps both engines byte-identical.
 
-The tables are declared by subject (``tasks``, ``delivery``, ``deciding``, ``access``) on
+The tables are declared by subject (``tasks``, ``delivery``, ``deciding``, ``access``,
+``chat``) on
 one :data:`metadata` (``columns``); every name is importable from here.
 """
 
@@ -15,6 +16,7 @@ from signoff.store.tables.access import (
     user_sessions,
     users,
 )
+from signoff.store.tables.chat import chat_actions, chat_cards, chat_cursors, chat_deliveries
 from signoff.store.tables.columns import JsonText, UtcDateTime, metadata
 from signoff.store.tables.deciding import (
     approval_rules,
@@ -49,6 +51,10 @@ __all__ = [
     "api_keys",
     "approval_rules",
     "catchup_horizons",
+    "chat_actions",
+    "chat_cards",
+    "chat_cursors",
+    "chat_deliveries",
     "delivery_attempts",
     "escalation_policies",
     "fanned_out_at_sql",

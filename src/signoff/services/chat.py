@@ -1,0 +1,354 @@
+"""Chat doors (Slack today): who a chat user is here, what a card shows and what its
+buttons are bound to, and a decision asked for from a card.
+
+A chat door parses what its chat system sends, asks :func:`person_for` who the chat user
+is in Signoff, reads the card's signed value with :func:`read_button`, and decides through
+:func:`decide`, which calls the same service functions every other door calls (a vote on a
+task with an approval rule; otherwise a claim and a resolve, as a resume link does). It
+restates no rule: refusals come from those functions as they are.
+
+:class:`ChatChannel` is the seam a second chat system implements (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from signoff.crypto import form_mac
+from signoff.domain.chat_cards import CardInput, card_blocks
+from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.tasks import (
+    Principal,
+    Task,
+    decision_refusal,
+    reviewing_elsewhere,
+    task_view,
+)
+from signoff.errors import ErrorCode, Forbidden, SignoffError, task_not_found
+from signoff.services import votes as vote_service
+from signoff.services.context import ServiceContext
+from signoff.services.leases import claim, release
+from signoff.services.tasks import resolve
+from signoff.store import approvals as approval_store
+from signoff.store import chat as store
+from signoff.store import tasks as task_store
+from signoff.store import users as user_store
+
+log = structlog.get_logger("signoff.chat")
+
+#: What a card's buttons are signed for (a value of one purpose is worthless in another).
+BUTTON_PURPOSE = "chat-card"
+#: The form of a button's value: ``v1.<task>.<revision or ->.<digest or ->.<mac>``.
+VALUE_VERSION = "v1"
+
+
+class ChatChannel(Protocol):
+    """What Signoff needs of a chat system to show cards and take decisions from them.
+
+    Slack implements it (:mod:`signoff.chat.slack`); a second system (Microsoft Teams)
+    implements the same four calls with its own cards and identities, and decides through
+    :func:`decide` with its own ``door`` name. Nothing in the decision core changes.
+    """
+
+    door: str
+
+    async def post_card(self, task_id: uuid.UUID, channel: str) -> str:
+        """Post a task's card to ``channel``; returns the message's id there."""
+
+    async def redraw(self, task_id: uuid.UUID, channel: str, message: str) -> None:
+        """Draw the card of ``message`` again for the task as it is now."""
+
+    async def tell(self, channel: str, user: str, text: str) -> None:
+        """A private (ephemeral) note to one person in ``channel``."""
+
+    async def email_of(self, user: str) -> str | None:
+        """The chat user's e-mail address, when the chat system has verified it."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a button was drawn for: the task, its revision and digest."""
+
+    task_id: uuid.UUID
+    revision: int | None
+    digest: str | None
+
+
+def _unsigned(task_id: uuid.UUID, revision: int | None, digest: str | None) -> str:
+    return ".".join(
+        [VALUE_VERSION, str(task_id), str(revision) if revision is not None else "-", digest or "-"]
+    )
+
+
+def sign_button(ctx: ServiceContext, task: Task) -> str:
+    """The value every button of a card for ``task`` as it is now carries."""
+    body = _unsigned(task.id, task.current_revision, task.digest)
+    return f"{body}.{form_mac(ctx.settings, BUTTON_PURPOSE, body)}"
+
+
+def read_button(ctx: ServiceContext, value: object) -> Bound:
+    """The task, revision and digest a button's value was signed for.
+
+    Raises:
+        Forbidden: ``ERR_FORBIDDEN``: the value is not one this server signed (forged,
+            altered, or signed with another ``SIGNOFF_SECRET_KEY``).
+    """
+    forged = Forbidden(
+        "this button was not drawn by this Signoff (its signature does not match)",
+        error_code=ErrorCode.FORBIDDEN,
+    )
+    if not isinstance(value, str) or len(value) > 512:
+        raise forged
+    body, _, mac = value.rpartition(".")
+    expected = form_mac(ctx.settings, BUTTON_PURPOSE, body)
+    if not body or not hmac.compare_digest(mac.encode(), expected.encode()):
+        raise forged
+    version, task_id, revision, digest = body.split(".")
+    if version != VALUE_VERSION:
+        raise forged
+    return Bound(
+        task_id=uuid.UUID(task_id),
+        revision=None if revision == "-" else int(revision),
+        digest=None if digest == "-" else digest,
+    )
+
+
+async def person_for(ctx: ServiceContext, email: str | None) -> Principal:
+    """The Signoff person a chat user acts as: the one enabled account whose e-mail is the
+    chat user's verified e-mail. Read at every action, so disabling the account or
+    changing its e-mail takes effect at the next click.
+
+    Raises:
+        Forbidden: ``ERR_FORBIDDEN`` with what to do: no verified e-mail, no account with
+            it (or several), or the account is disabled.
+    """
+    if not email:
+        raise Forbidden(
+            "your chat account has no verified e-mail address, so Signoff cannot tell who "
+            "you are: decide in the console",
+            error_code=ErrorCode.FORBIDDEN,
+        )
+    async with ctx.database.transaction(write=False) as uow:
+        user = await user_store.find_user_by_email(uow.connection, email)
+    if user is None:
+        raise Forbidden(
+            f"no Signoff account has the e-mail {email}: ask an admin to set it on your "
+            "account (People, in the console), then try again",
+            error_code=ErrorCode.FORBIDDEN,
+        )
+    if user.disabled_at is not None:
+        raise Forbidden(
+            f"the Signoff account {user.principal_id} is disabled", error_code=ErrorCode.FORBIDDEN
+        )
+    return user.principal
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A card as drawn now: the message (text and blocks) and the revision it shows."""
+
+    message: dict[str, Any]
+    task: Task
+    revision: int | None
+
+
+async def draw(
+    ctx: ServiceContext,
+    task_id: uuid.UUID,
+    *,
+    door: str,
+    channel: str | None = None,
+    ts: str | None = None,
+    outcome: str | None = None,
+) -> Drawn:
+    """The card of a task as it is now. A card already posted (``channel``, ``ts``) shows
+    what changed since it was last drawn. Chat cards are posted where an admin routed them,
+    so the task is read as the system reads it, not as one person."""
+    async with ctx.database.transaction(write=False) as uow:
+        conn = uow.connection
+        task = await task_store.find_task(conn, task_id)
+        if task is None:
+            raise task_not_found(str(task_id))
+        subject = previous = None
+        shown = await store.card_at(conn, door, channel, ts) if channel and ts else None
+        if task.current_revision is not None:
+            row = await approval_store.find_revision(conn, task.id, task.current_revision)
+            subject = row["subject"] if row else None
+        before = shown["revision"] if shown else None
+        if before is not None and before != task.current_revision:
+            row = await approval_store.find_revision(conn, task.id, before)
+            previous = row["subject"] if row else None
+    base = ctx.settings.public_base_url.rstrip("/")
+    card = CardInput(
+        view=task_view(task, ctx.now()),
+        task_url=f"{base}/console/tasks/{task.id}",
+        button_value=sign_button(ctx, task),
+        now=ctx.now(),
+        subject=subject,
+        previous_subject=previous,
+        previous_revision=before,
+        outcome=outcome or outcome_text(task),
+    )
+    return Drawn(card_blocks(card), task, task.current_revision)
+
+
+async def note_card(ctx: ServiceContext, drawn: Drawn, *, door: str, channel: str, ts: str) -> None:
+    """Remember which message shows the task, and the revision it was drawn for."""
+    async with ctx.database.transaction() as uow:
+        await store.record_card(
+            uow.connection,
+            door=door,
+            task_id=drawn.task.id,
+            channel=channel,
+            ts=ts,
+            revision=drawn.revision,
+            now=ctx.now(),
+        )
+        await uow.commit()
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a chat decision did: the task after it, a sentence for the card (everyone in
+    the channel reads it) and one for the person who clicked alone (a vote's receipt)."""
+
+    task: Task
+    text: str
+    private: str | None = None
+
+
+async def decide(
+    ctx: ServiceContext,
+    *,
+    door: str,
+    chat_user: str,
+    person: Principal,
+    bound: Bound,
+    decision: Decision,
+    notes: object,
+) -> Decided:
+    """``person`` decides (or votes on) the task a card's button was bound to, on the
+    revision and digest the card showed, through the service functions every door uses.
+    Every request is recorded with the chat user behind the person.
+
+    Raises:
+        SignoffError: whatever :func:`signoff.services.votes.vote`,
+            :func:`signoff.services.leases.claim` or
+            :func:`signoff.services.tasks.resolve` refuse (a stale revision, not eligible,
+            one's own task, someone else holds it, the notes the decision needs…).
+    """
+    raw = str(bound.task_id)
+    try:
+        outcome = await _decide(ctx, door, person, bound, decision, notes)
+    except SignoffError as error:
+        await _record(ctx, door, chat_user, person, bound, decision, error.error_code.value)
+        raise
+    await _record(ctx, door, chat_user, person, bound, decision, "recorded")
+    log.info("chat.decided", door=door, task_id=raw, actor=person.principal_id, user=chat_user)
+    return outcome
+
+
+async def _decide(
+    ctx: ServiceContext,
+    door: str,
+    person: Principal,
+    bound: Bound,
+    decision: Decision,
+    notes: object,
+) -> Decided:
+    raw = str(bound.task_id)
+    async with ctx.database.transaction(write=False) as uow:
+        task = await task_store.find_task(uow.connection, bound.task_id)
+    if task is None:
+        raise task_not_found(raw)
+    where = f"in {door.capitalize()}"
+    if task.approval_rule is not None:  # several people vote: no lease
+        ballot = await vote_service.vote(
+            ctx,
+            person,
+            raw,
+            decision=decision,
+            notes=notes,
+            revision=bound.revision,
+            digest=bound.digest,
+            door=door,
+        )
+        label = rule_for(decision).label
+        return Decided(
+            ballot.task, f"{person.principal_id} voted {where}: {label}", ballot.receipt.text()
+        )
+    # What the decision rules refuse is refused before anything is claimed (as a resume
+    # link does): a stale card or one's own task leaves no claim and release behind.
+    notes = checked_notes(decision, notes)
+    refusal = decision_refusal(task, person, decision, bound.revision, bound.digest)
+    refusal = refusal or reviewing_elsewhere(task, person, ctx.now())
+    if refusal is not None:
+        raise refusal
+    grant = await claim(ctx, person, raw)
+    try:
+        decided = await resolve(
+            ctx,
+            person,
+            raw,
+            grant.lease_token,
+            decision=decision,
+            notes=notes,
+            resolution_payload=None,
+            revision=bound.revision,
+            digest=bound.digest,
+        )
+    except BaseException:
+        await _give_back(ctx, person, raw, grant.lease_token)
+        raise
+    label = rule_for(decision).label
+    return Decided(decided, f"{label}: decided by {person.principal_id} {where}")
+
+
+async def _give_back(ctx: ServiceContext, person: Principal, raw: str, token: str) -> None:
+    """Best effort: a lease that already ended leaves nothing to give back (an unreleased
+    lease lapses by itself)."""
+    try:
+        await release(ctx, person, raw, token)
+    except Exception:  # a refusal here changes nothing for the person
+        log.info("chat.give_back_failed", task_id=raw, actor=person.principal_id)
+
+
+async def _record(
+    ctx: ServiceContext,
+    door: str,
+    chat_user: str,
+    person: Principal | None,
+    bound: Bound,
+    decision: Decision,
+    outcome: str,
+) -> None:
+    async with ctx.database.transaction() as uow:
+        await store.record_action(
+            uow.connection,
+            door=door,
+            chat_user=chat_user,
+            principal_id=person.principal_id if person else None,
+            task_id=bound.task_id,
+            decision=decision.value,
+            revision=bound.revision,
+            outcome=outcome[:64],
+            created_at=ctx.now(),
+        )
+        await uow.commit()
+
+
+def outcome_text(task: Task) -> str | None:
+    """A decided (or ended) task's outcome as a card says it, from what the task records."""
+    if task.status is TaskStatus.EXPIRED:
+        return "Expired without a decision"
+    if task.status is TaskStatus.CANCELLED:
+        return "Cancelled by the producer"
+    if task.status is not TaskStatus.RESOLVED or task.decision is None:
+        return None
+    return f"Decided: {rule_for(Decision(task.decision)).label} (by {task.operator_id})"
