@@ -32,6 +32,7 @@ from signoff.store.tables.delivery import (
     webhook_deliveries,
     webhook_endpoints,
 )
+from signoff.store.tables.evidence import checkpoints, receipts, signing_keys
 from signoff.store.tables.tasks import (
     idempotency_keys,
     review_tasks,
@@ -49,6 +50,7 @@ __all__ = [
     "api_keys",
     "approval_rules",
     "catchup_horizons",
+    "checkpoints",
     "delivery_attempts",
     "escalation_policies",
     "fanned_out_at_sql",
@@ -58,10 +60,12 @@ __all__ = [
     "notifications",
     "outbox_events",
     "password_tokens",
+    "receipts",
     "resume_tokens",
     "review_tasks",
     "revision_views",
     "revoked_sources",
+    "signing_keys",
     "subject_revisions",
     "task_actions",
     "task_events",
