@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import delete, select, update
 
@@ -101,8 +102,14 @@ def receipt_of(server: LiveServer, record_id: int) -> str:
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as ended:
-        main(list(argv))
+    """The command line in this process (its logging set back after: it writes to the
+    captured streams, which close with this test)."""
+    saved = structlog.get_config()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            main(list(argv))
+    finally:
+        structlog.configure(**saved)
     out, err = capsys.readouterr()
     return int(ended.value.code or 0), out, err
 

@@ -48,9 +48,6 @@ class _Active:
     loaded: datetime
 
 
-_active: dict[int, _Active] = {}
-
-
 def _new_key() -> tuple[str, str, Ed25519PrivateKey]:
     private = Ed25519PrivateKey.generate()
     public = private.public_key().public_bytes(
@@ -100,22 +97,24 @@ async def rotate_signing_key(ctx: ServiceContext) -> str:
         )
         await store.retire_keys_but(uow.connection, kid, now)
         await uow.commit()
-    _active.pop(id(ctx.database), None)
+    ctx.signing_key.clear()
     return kid
 
 
 async def _signer(ctx: ServiceContext) -> _Active:
-    held, now = _active.get(id(ctx.database)), ctx.now()
-    if held is not None and held.loaded <= now < held.loaded + KEY_TTL:
-        return held
+    now = ctx.now()
+    if ctx.signing_key:
+        held: _Active = ctx.signing_key[0]
+        if held.loaded <= now < held.loaded + KEY_TTL:
+            return held
     await ensure_signing_key(ctx)
     async with ctx.database.transaction(write=False) as uow:
         rows = await store.all_keys(uow.connection)
     row = next(r for r in rows if r.retired_at is None and r.private_key is not None)
     raw_key = b64url_decode(ctx.keyring.decrypt(row.private_key))
-    held = _Active(str(row.kid), Ed25519PrivateKey.from_private_bytes(raw_key), now)
-    _active[id(ctx.database)] = held
-    return held
+    fresh = _Active(str(row.kid), Ed25519PrivateKey.from_private_bytes(raw_key), now)
+    ctx.signing_key[:] = [fresh]
+    return fresh
 
 
 async def jwks(ctx: ServiceContext) -> dict[str, Any]:
