@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from signoff.client import verify_receipt
 from signoff.domain.clock import ManualClock
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
@@ -86,6 +87,10 @@ def test_the_resolved_callback_reaches_a_real_receiver_signed_both_ways(hooks, r
     assert envelope["data"]["id"] == task_id
     assert envelope["data"]["decision"] == "REJECTED"
     assert request.headers["webhook-id"] == envelope["id"]
+    # The body carries the signed receipt of the decision, checked with public keys only.
+    jwks = hooks.client(None).get("/.well-known/jwks.json").json()
+    receipt = verify_receipt(envelope["receipt"], jwks, task_id=task_id, decision="REJECTED")
+    assert (receipt["type"], receipt["task_version"]) == ("task.resolved", 3)
     expected = "sha256=" + hmac.new(secret.encode(), request.body, hashlib.sha256).hexdigest()
     assert request.headers["X-Signature-256"] == expected
     Webhook(secret).verify(request.body, request.headers)  # the standardwebhooks library

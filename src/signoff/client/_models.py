@@ -297,6 +297,11 @@ class WebhookEvent(_Model):
         default="standard-webhooks",
         description="standard-webhooks, or x-signature-256 (body only: no freshness proof)",
     )
+    receipt: str | None = Field(
+        default=None,
+        description="The signed receipt of the trail record this event reports (a compact "
+        "JWS): check it with verify_receipt before acting.",
+    )
 
     @property
     def task(self) -> Task:

@@ -135,25 +135,51 @@ async def jwks(ctx: ServiceContext) -> dict[str, Any]:
 
 
 async def sign_pending(ctx: ServiceContext, *, task_id: uuid.UUID | None = None) -> int:
-    """Sign and store the receipt of every linked record that has none (of one task, or
-    a batch of all). Returns how many were signed."""
+    """Sign and store the receipt of every linked record that has none: of one task, or
+    (a batch of) those since the last checkpoint. Returns how many were signed."""
+    return len(await _sign(ctx, task_id=task_id))
+
+
+async def sign_records(ctx: ServiceContext, record_ids: list[int]) -> dict[int, str]:
+    """The receipts of ``record_ids`` that had none, signed and stored now, by id."""
+    return await _sign(ctx, record_ids=record_ids)
+
+
+async def _sign(
+    ctx: ServiceContext,
+    *,
+    task_id: uuid.UUID | None = None,
+    record_ids: list[int] | None = None,
+) -> dict[int, str]:
     signer = await _signer(ctx)
     async with ctx.database.transaction() as uow:
-        records = await store.unsigned_records(uow.connection, task_id=task_id)
+        after = 0
+        if task_id is None and record_ids is None:
+            last = await store.last_checkpoint(uow.connection)
+            after = 0 if last is None else int(last.last_record_id)
+        records = await store.unsigned_records(
+            uow.connection, task_id=task_id, record_ids=record_ids, after_id=after
+        )
+        if not records:
+            return {}
         now = ctx.now()
-        rows = [
-            {
-                "record_id": record.id,
-                "task_id": uuid.UUID(record.task_id),
-                "kid": signer.kid,
-                "jws": sign_compact(signer.key, signer.kid, receipt_claims(record)),
-                "created_at": now,
-            }
-            for record in records
-        ]
+        signed: dict[int, str] = {}
+        rows = []
+        for record in records:
+            jws = sign_compact(signer.key, signer.kid, receipt_claims(record))
+            signed[record.id] = jws
+            rows.append(
+                {
+                    "record_id": record.id,
+                    "task_id": uuid.UUID(record.task_id),
+                    "kid": signer.kid,
+                    "jws": jws,
+                    "created_at": now,
+                }
+            )
         await store.add_receipts(uow.connection, rows)
         await uow.commit()
-    return len(rows)
+    return signed
 
 
 async def readable_receipts(

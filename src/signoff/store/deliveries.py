@@ -53,7 +53,9 @@ from signoff.store.runtime.database import Database
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
+    receipts,
     review_tasks,
+    task_events,
     webhook_deliveries,
     webhook_endpoints,
 )
@@ -314,10 +316,21 @@ async def claim_due_deliveries(
             O.id.label("event_id"),
             O.payload,
             review_tasks.c.traceparent,
+            task_events.c.id.label("record_id"),
+            receipts.c.jws.label("receipt"),
         )
         .join(webhook_endpoints, E.id == D.endpoint_id)
         .join(outbox_events, O.id == D.event_id)
         .outerjoin(review_tasks, review_tasks.c.id == O.task_id)
+        # The trail record the event reports (one per task version and event type), and
+        # its receipt once signed.
+        .outerjoin(
+            task_events,
+            (task_events.c.task_id == O.task_id)
+            & (task_events.c.version == O.task_version)
+            & (task_events.c.event_type == O.event_type),
+        )
+        .outerjoin(receipts, receipts.c.record_id == task_events.c.id)
         .where(D.id.in_(list(attempts)))
     )
     result = []
@@ -339,6 +352,8 @@ async def claim_due_deliveries(
                 event_id=row.event_id,
                 payload=row.payload,
                 traceparent=row.traceparent,
+                record_id=row.record_id,
+                receipt=row.receipt,
             )
         )
     return result

@@ -101,12 +101,22 @@ async def task_records(
 
 
 async def unsigned_records(
-    conn: AsyncConnection, *, task_id: uuid.UUID | None = None, limit: int = 500
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID | None = None,
+    record_ids: Sequence[int] | None = None,
+    after_id: int = 0,
+    limit: int = 500,
 ) -> list[TrailRecord]:
-    """Linked records with no receipt yet, oldest first."""
+    """Linked records with no receipt yet, oldest first: of one task, of the given ids,
+    or (neither) after ``after_id`` (the last checkpoint's: the range stays short)."""
     query = _records_query().where(R.record_id.is_(None), E.hash.is_not(None))
     if task_id is not None:
         query = query.where(E.task_id == task_id)
+    elif record_ids is not None:
+        query = query.where(E.id.in_(list(record_ids)))
+    else:
+        query = query.where(E.id > after_id)
     rows = await conn.execute(query.order_by(E.id).limit(limit))
     return [_record(row) for row in rows]
 
