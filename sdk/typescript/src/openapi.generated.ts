@@ -2000,6 +2000,11 @@ export interface components {
             /** Updated At */
             updated_at: string;
             /**
+             * Asymmetric Signature
+             * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+             */
+            asymmetric_signature: boolean;
+            /**
              * Secret
              * @description whsec_ + base64 of 32 random bytes. Shown once.
              */
@@ -2037,6 +2042,11 @@ export interface components {
             created_at: string;
             /** Updated At */
             updated_at: string;
+            /**
+             * Asymmetric Signature
+             * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+             */
+            asymmetric_signature: boolean;
         };
         /**
          * WhoAmIOut
@@ -8677,6 +8687,12 @@ export interface operations {
                     entity_types?: string[] | null;
                     /** Description */
                     description?: string | null;
+                    /**
+                     * Asymmetric Signature
+                     * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+                     * @default false
+                     */
+                    asymmetric_signature?: boolean;
                 };
             };
         };
@@ -9106,6 +9122,8 @@ export interface operations {
                     entity_types?: string[] | null;
                     /** Description */
                     description?: string | null;
+                    /** Asymmetric Signature */
+                    asymmetric_signature?: boolean;
                 };
             };
         };

@@ -281,6 +281,9 @@ class WebhookEndpoint(_Model):
     entity_types: list[str] | None = None
     enabled: bool = True
     secret: str | None = Field(default=None, description="Only when created or rotated.")
+    asymmetric_signature: bool = Field(
+        default=False, description="Deliveries also carry a v1a (Ed25519) signature."
+    )
 
 
 class WebhookEvent(_Model):

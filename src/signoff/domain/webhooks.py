@@ -182,3 +182,5 @@ class ClaimedDelivery:
     """The trail record the event reports, whose receipt the body carries."""
     receipt: str | None = None
     """That record's receipt (compact JWS), once signed."""
+    asymmetric: bool = False
+    """Also sign with the server's Ed25519 key (``v1a``)."""

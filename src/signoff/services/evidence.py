@@ -117,6 +117,11 @@ async def _signer(ctx: ServiceContext) -> _Active:
     return fresh
 
 
+async def signing_key(ctx: ServiceContext) -> Ed25519PrivateKey:
+    """The active signing key (for webhook ``v1a`` signatures)."""
+    return (await _signer(ctx)).key
+
+
 async def jwks(ctx: ServiceContext) -> dict[str, Any]:
     """Every public key ever used, active first (RFC 7517 JWK Set)."""
     async with ctx.database.transaction(write=False) as uow:

@@ -313,6 +313,7 @@ async def claim_due_deliveries(
             E.secret,
             E.previous_secret,
             E.previous_secret_expires_at,
+            E.asymmetric_signature,
             O.id.label("event_id"),
             O.payload,
             review_tasks.c.traceparent,
@@ -354,6 +355,7 @@ async def claim_due_deliveries(
                 traceparent=row.traceparent,
                 record_id=row.record_id,
                 receipt=row.receipt,
+                asymmetric=row.asymmetric_signature,
             )
         )
     return result

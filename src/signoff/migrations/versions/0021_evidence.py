@@ -122,6 +122,12 @@ def upgrade() -> None:
         sa.Column("leaves", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("seq", name=op.f("pk_checkpoints")),
     )
+    with op.batch_alter_table("webhook_endpoints") as batch:
+        batch.add_column(
+            sa.Column(
+                "asymmetric_signature", sa.Boolean(), nullable=False, server_default=sa.false()
+            )
+        )
     _link_existing()
     if op.get_bind().dialect.name == "postgresql":
         script = (HERE / "0021_evidence.sql").read_text(encoding="utf-8")
@@ -141,6 +147,8 @@ def downgrade() -> None:
         )
     else:
         op.execute("DROP TRIGGER task_events_link")
+    with op.batch_alter_table("webhook_endpoints") as batch:
+        batch.drop_column("asymmetric_signature")
     op.drop_table("checkpoints")
     op.drop_index("ix_receipts_task_id", table_name="receipts")
     op.drop_table("receipts")
