@@ -11,6 +11,7 @@ import itertools
 import json
 import subprocess
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from signoff.services import evidence
 from signoff.services.context import ServiceContext
 from signoff.store.runtime.database import Database, create_engine
 from signoff.store.tables import receipts, signing_keys, task_events
+from signoff.workers.sweeper import Sweeper
 from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.support import Client, LiveServer, escalation
 
@@ -174,10 +176,9 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
 
     # A checkpoint certifies everything so far; then the key is rotated.
     old = service(server, lambda ctx: _old_key(ctx))
-    server.clock.advance(1)
-    first = service(server, lambda ctx: evidence.make_checkpoint(ctx, settle_seconds=0))
-    assert first is not None
-    assert first["seq"] == 1
+    server.clock.advance(server.settings.checkpoint_settle_seconds + 1)
+    assert service(server, lambda ctx: Sweeper(ctx).sweep_once()) == 0  # the sweeper's checkpoint
+    assert service(server, evidence.checkpoint_if_due) is None  # not due again yet
     new_kid = service(server, evidence.rotate_signing_key)
     server.clock.advance(2 * evidence.KEY_TTL.total_seconds() + 1)  # past the old key's grace
     d, after = decide(producer, reviewer)
@@ -195,6 +196,10 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
         assert admin.get("/evidence/export", params={"since": "yesterday"}).status_code == 422
         assert reviewer.get("/evidence/export").status_code == 403
         bundle = admin.get("/evidence/export").json()
+        later = (server.clock.now() + timedelta(days=1)).isoformat()
+        empty = admin.get("/evidence/export", params={"since": later}).json()
+    assert (len(empty["records"]), len(empty["checkpoints"])) == (0, 2)
+    assert verify_bundle(empty, jwks).ok  # certified records outside the range are not asked for
     keys_file = tmp_path / "jwks.json"
     keys_file.write_text(json.dumps(jwks))
     clean = tmp_path / "clean.json"
