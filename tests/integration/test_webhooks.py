@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from standardwebhooks.webhooks import Webhook
 
-from signoff.client import verify_receipt
+from signoff.client import verify_event, verify_receipt
 from signoff.domain.clock import ManualClock
 from signoff.domain.evidence import b64url_decode
 from signoff.services.context import ServiceContext
@@ -93,6 +93,7 @@ def test_the_resolved_callback_reaches_a_real_receiver_signed_both_ways(hooks, r
     jwks = hooks.client(None).get("/.well-known/jwks.json").json()
     receipt = verify_receipt(envelope["receipt"], jwks, task_id=task_id, decision="REJECTED")
     assert (receipt["type"], receipt["task_version"]) == ("task.resolved", 3)
+    assert verify_event(request.headers, request.body, secret).receipt == envelope["receipt"]
     expected = "sha256=" + hmac.new(secret.encode(), request.body, hashlib.sha256).hexdigest()
     assert request.headers["X-Signature-256"] == expected
     Webhook(secret).verify(request.body, request.headers)  # the standardwebhooks library
