@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
+from sqlalchemy.exc import IntegrityError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from signoff.domain.clock import rfc3339
@@ -156,8 +157,8 @@ async def _sign(
     task_id: uuid.UUID | None = None,
     record_ids: list[int] | None = None,
 ) -> dict[int, str]:
-    signer = await _signer(ctx)
-    async with ctx.database.transaction() as uow:
+    # A read first: most calls find nothing to sign, and take no write lock.
+    async with ctx.database.transaction(write=False) as uow:
         after = 0
         if task_id is None and record_ids is None:
             last = await store.last_checkpoint(uow.connection)
@@ -165,23 +166,26 @@ async def _sign(
         records = await store.unsigned_records(
             uow.connection, task_id=task_id, record_ids=record_ids, after_id=after
         )
-        if not records:
-            return {}
-        now = ctx.now()
-        signed: dict[int, str] = {}
-        rows = []
-        for record in records:
-            jws = sign_compact(signer.key, signer.kid, receipt_claims(record))
-            signed[record.id] = jws
-            rows.append(
-                {
-                    "record_id": record.id,
-                    "task_id": uuid.UUID(record.task_id),
-                    "kid": signer.kid,
-                    "jws": jws,
-                    "created_at": now,
-                }
-            )
+    if not records:
+        return {}
+    signer = await _signer(ctx)
+    now = ctx.now()
+    signed: dict[int, str] = {}
+    rows = []
+    for record in records:
+        jws = sign_compact(signer.key, signer.kid, receipt_claims(record))
+        signed[record.id] = jws
+        rows.append(
+            {
+                "record_id": record.id,
+                "task_id": uuid.UUID(record.task_id),
+                "kid": signer.kid,
+                "jws": jws,
+                "created_at": now,
+            }
+        )
+    async with ctx.database.transaction() as uow:
+        # Another process may have signed some first: its receipts are kept (both valid).
         await store.add_receipts(uow.connection, rows)
         await uow.commit()
     return signed
@@ -256,7 +260,10 @@ async def checkpoint_if_due(ctx: ServiceContext) -> dict[str, Any] | None:
     interval = timedelta(seconds=ctx.settings.checkpoint_interval_seconds)
     if last is not None and last.made_at + interval > ctx.now():
         return None
-    return await make_checkpoint(ctx, settle_seconds=ctx.settings.checkpoint_settle_seconds)
+    try:
+        return await make_checkpoint(ctx, settle_seconds=ctx.settings.checkpoint_settle_seconds)
+    except IntegrityError:  # another sweeper made this number first: its checkpoint stands
+        return None
 
 
 async def make_checkpoint(
