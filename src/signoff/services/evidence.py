@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
-from sqlalchemy.exc import IntegrityError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy.exc import IntegrityError
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.evidence import (
