@@ -28,6 +28,7 @@ from signoff.domain.evidence_check import verify_bundle
 from signoff.services import evidence
 from signoff.services.context import ServiceContext
 from signoff.store.runtime.database import Database, create_engine
+from signoff.store.runtime.migrate import downgrade, upgrade
 from signoff.store.tables import receipts, signing_keys, task_events
 from signoff.workers.sweeper import Sweeper
 from tests.conftest import TEST_ENCRYPTION_KEY
@@ -317,3 +318,25 @@ def test_the_bundle_verifier_reads_its_own_output() -> None:
             "keys": {"keys": []},
         }
     ).ok
+
+
+def test_records_written_before_the_chain_are_linked_by_the_migration(server: LiveServer) -> None:
+    producer = server.new_client("producer", "bot")
+    reviewer = server.new_client("reviewer", "rita")
+    decide(producer, reviewer)
+    waiting = producer.escalate(escalation(subject=copy.deepcopy(SUBJECT))).json()["id"]
+
+    async def again(context: ServiceContext) -> None:
+        await downgrade(context.database.engine, "0019")
+        await upgrade(context.database.engine)
+
+    service(server, again)  # the chain, keys and receipts go, then come back
+    server.clock.advance(evidence.KEY_TTL.total_seconds())  # the server loads the new key
+    token = reviewer.claim(waiting).json()["lease_token"]
+    task = reviewer.get(f"/tasks/{waiting}").json()
+    body = {"decision": "APPROVED", "revision": 1, "digest": task["digest"]}
+    assert reviewer.resolve(waiting, token, body).status_code == 200
+    bundle = service(server, evidence.export_bundle)
+    report = verify_bundle(bundle)
+    assert report.failures == []
+    assert (report.records, report.tasks) == (6, 2)

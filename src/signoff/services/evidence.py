@@ -142,8 +142,15 @@ async def jwks(ctx: ServiceContext) -> dict[str, Any]:
 
 async def sign_pending(ctx: ServiceContext, *, task_id: uuid.UUID | None = None) -> int:
     """Sign and store the receipt of every linked record that has none: of one task, or
-    (a batch of) those since the last checkpoint. Returns how many were signed."""
-    return len(await _sign(ctx, task_id=task_id))
+    all those since the last checkpoint (in batches). Returns how many were signed."""
+    if task_id is not None:
+        return len(await _sign(ctx, task_id=task_id))
+    total = 0
+    while batch := len(await _sign(ctx)):
+        total += batch
+        if batch < store.SIGN_BATCH:
+            break
+    return total
 
 
 async def sign_records(ctx: ServiceContext, record_ids: list[int]) -> dict[int, str]:

@@ -15,6 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from signoff.domain.evidence import TrailRecord, leaf, time_text
 from signoff.store.tables import checkpoints, receipts, review_tasks, signing_keys, task_events
 
+#: How many records one signing transaction takes at most.
+SIGN_BATCH = 500
+
 K = signing_keys.c
 R = receipts.c
 E = task_events.c
@@ -106,7 +109,7 @@ async def unsigned_records(
     task_id: uuid.UUID | None = None,
     record_ids: Sequence[int] | None = None,
     after_id: int = 0,
-    limit: int = 500,
+    limit: int | None = None,
 ) -> list[TrailRecord]:
     """Linked records with no receipt yet, oldest first: of one task, of the given ids,
     or (neither) after ``after_id`` (the last checkpoint's: the range stays short)."""
@@ -117,7 +120,7 @@ async def unsigned_records(
         query = query.where(E.id.in_(list(record_ids)))
     else:
         query = query.where(E.id > after_id)
-    rows = await conn.execute(query.order_by(E.id).limit(limit))
+    rows = await conn.execute(query.order_by(E.id).limit(limit or SIGN_BATCH))
     return [_record(row) for row in rows]
 
 
