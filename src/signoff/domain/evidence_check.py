@@ -58,14 +58,22 @@ def keys_by_id(jwks: Any) -> dict[str, Mapping[str, Any]]:
     return keys
 
 
-def _epoch(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+def _epoch(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def _retired(kid: str, keys: Mapping[str, Mapping[str, Any]], at: str) -> str | None:
     """Why ``kid`` may not have signed something made at ``at``, or ``None``."""
     exp = keys[kid].get("exp")
-    if isinstance(exp, int) and _epoch(at) >= exp:
+    if not isinstance(exp, int):
+        return None
+    moment = _epoch(at)
+    if moment is None:
+        return f"signed with key {kid}, retired, for a record without a readable time"
+    if moment >= exp:
         return f"signed with key {kid}, retired before the record was made"
     return None
 
@@ -78,8 +86,13 @@ def verify_receipt(jws: str, jwks: Any, record: TrailRecord | None = None) -> di
     why = _retired(kid, keys, str(claims.get("at", "")))
     if why:
         raise BadSignature(why)
-    if record is not None and claims != receipt_claims(record):
-        raise BadSignature(_mismatch(claims, record))
+    if record is not None:
+        try:
+            expected = receipt_claims(record)
+        except ValueError:
+            raise BadSignature("the record's details are not JSON (edited)") from None
+        if claims != expected:
+            raise BadSignature(_mismatch(claims, record))
     return claims
 
 
@@ -103,7 +116,19 @@ def parse_bundle(text: str | bytes) -> dict[str, Any]:
     for name, kind in (("records", list), ("checkpoints", list), ("keys", dict)):
         if not isinstance(bundle.get(name), kind):
             raise BundleError(f'the bundle\'s "{name}" is missing or not a {kind.__name__}')
+    for name in ("since", "until"):
+        value = bundle.get(name)
+        if value is not None and (not isinstance(value, str) or _moment(value) is None):
+            raise BundleError(f'the bundle\'s "{name}" is not an RFC 3339 time')
     return bundle
+
+
+def _moment(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 def verify_bundle(bundle: Mapping[str, Any], jwks: Any | None = None) -> Report:
@@ -187,7 +212,9 @@ def _check_checkpoints(
         report.checkpoints += 1
         for leaf in leaves:
             _check_leaf(name, leaf, records, since, until, report)
-            certified.add(int(leaf.split(" ", 1)[0]))
+            number = leaf.split(" ", 1)[0]
+            if number.isdigit():
+                certified.add(int(number))
     newer = sum(1 for record_id in records if record_id not in certified)
     if newer:
         report.notes.append(
@@ -204,16 +231,16 @@ def _check_leaf(
     report: Report,
 ) -> None:
     parts = leaf.split(" ")
-    if len(parts) != 5:
+    at = _moment(f"{parts[2]}T{parts[3]}+00:00") if len(parts) == 5 else None
+    if at is None or not parts[0].isdigit():
         report.failures.append(f"{name}: a malformed leaf {leaf!r}")
         return
-    record_id, task_id, created = int(parts[0]), parts[1], f"{parts[2]} {parts[3]}"
+    record_id, task_id = int(parts[0]), parts[1]
     record = records.get(record_id)
     if record is None:
-        at = datetime.fromisoformat(created).replace(tzinfo=UTC)
-        if (since is None or at >= datetime.fromisoformat(since)) and (
-            until is None or at < datetime.fromisoformat(until)
-        ):
+        start = None if since is None else _moment(since)
+        end = None if until is None else _moment(until)
+        if (start is None or at >= start) and (end is None or at < end):
             report.failures.append(
                 f"task {task_id} record {record_id}: certified by {name} but missing (deleted)"
             )
