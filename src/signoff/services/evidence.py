@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.evidence import (
+    TrailRecord,
     b64url,
     b64url_decode,
     checkpoint_claims,
@@ -173,6 +174,11 @@ async def _sign(
         records = await store.unsigned_records(
             uow.connection, task_id=task_id, record_ids=record_ids, after_id=after
         )
+    return await _store_signed(ctx, records)
+
+
+async def _store_signed(ctx: ServiceContext, records: list[TrailRecord]) -> dict[int, str]:
+    """Sign ``records`` and store their receipts; returns them by record id."""
     if not records:
         return {}
     signer = await _signer(ctx)
@@ -253,9 +259,16 @@ async def task_receipts(ctx: ServiceContext, task_id: uuid.UUID) -> list[dict[st
 
 
 async def latest_receipt(ctx: ServiceContext, task_id: uuid.UUID) -> str | None:
-    """The receipt of the task's newest record (signed now if it has none)."""
-    listed = await task_receipts(ctx, task_id)
-    return listed[-1]["receipt"] if listed else None
+    """The receipt of the task's newest record, signed now if it has none: one read, and
+    one insert when signed here."""
+    async with ctx.database.transaction(write=False) as uow:
+        newest = await store.newest_record(uow.connection, task_id)
+    if newest is None or not newest[0].hash:
+        return None
+    record, receipt = newest
+    if receipt is not None:
+        return receipt
+    return (await _store_signed(ctx, [record])).get(record.id)
 
 
 async def checkpoint_if_due(ctx: ServiceContext) -> dict[str, Any] | None:

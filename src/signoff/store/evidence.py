@@ -103,6 +103,15 @@ async def task_records(
     return [(_record(row), row.jws) for row in rows]
 
 
+async def newest_record(
+    conn: AsyncConnection, task_id: uuid.UUID
+) -> tuple[TrailRecord, str | None] | None:
+    """The task's newest record with its receipt (or ``None``), one indexed read."""
+    query = _records_query().where(E.task_id == task_id).order_by(E.id.desc()).limit(1)
+    row = (await conn.execute(query)).first()
+    return None if row is None else (_record(row), row.jws)
+
+
 async def unsigned_records(
     conn: AsyncConnection,
     *,
