@@ -3916,6 +3916,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The signed receipt (compact JWS, EdDSA) of the trail record this wrote; keys at /.well-known/jwks.json */
+                    "Signoff-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6441,6 +6443,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The signed receipt (compact JWS, EdDSA) of the trail record this wrote; keys at /.well-known/jwks.json */
+                    "Signoff-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content: {

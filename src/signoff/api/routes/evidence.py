@@ -13,6 +13,13 @@ router = APIRouter(tags=["evidence"])
 
 #: The response header carrying the receipt of the record a decision or vote wrote.
 RECEIPT_HEADER = "Signoff-Receipt"
+RECEIPT_HEADER_DOC = {
+    RECEIPT_HEADER: {
+        "description": "The signed receipt (compact JWS, EdDSA) of the trail record this "
+        "wrote; keys at /.well-known/jwks.json",
+        "schema": {"type": "string"},
+    }
+}
 
 
 @router.get(

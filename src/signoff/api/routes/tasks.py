@@ -21,7 +21,7 @@ from signoff.api.deps import (
     read_model,
     require_lease_token,
 )
-from signoff.api.routes.evidence import RECEIPT_HEADER
+from signoff.api.routes.evidence import RECEIPT_HEADER, RECEIPT_HEADER_DOC
 from signoff.api.schemas import (
     AuditTrailOut,
     ClaimNextRequest,
@@ -154,7 +154,10 @@ async def release(
     "/{task_id}/resolve",
     response_model=None,
     openapi_extra={**model_body_doc(ResolveRequest), "parameters": [LEASE_TOKEN_PARAMETER]},
-    responses={200: {"model": TaskOut}, **problems(400, 404, 409, 413, 422)},
+    responses={
+        200: {"model": TaskOut, "headers": RECEIPT_HEADER_DOC},
+        **problems(400, 404, 409, 413, 422),
+    },
     summary="Record the decision under a live lease",
 )
 async def resolve(
