@@ -293,6 +293,21 @@ def claim_statement(*, owner: str, now: datetime, leased_until: datetime, limit:
     )
 
 
+#: The trail record an outbox event reports: the task's newest record of the event's type
+#: at the event's task version (a subquery, so one delivery stays one row).
+_REPORTED = (
+    select(task_events.c.id)
+    .where(
+        task_events.c.task_id == O.task_id,
+        task_events.c.version == O.task_version,
+        task_events.c.event_type == O.event_type,
+    )
+    .order_by(task_events.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+
+
 async def claim_due_deliveries(
     conn: AsyncConnection, *, owner: str, now: datetime, leased_until: datetime, limit: int
 ) -> list[ClaimedDelivery]:
@@ -317,21 +332,15 @@ async def claim_due_deliveries(
             O.id.label("event_id"),
             O.payload,
             review_tasks.c.traceparent,
-            task_events.c.id.label("record_id"),
-            receipts.c.jws.label("receipt"),
+            _REPORTED.label("record_id"),
+            select(receipts.c.jws)
+            .where(receipts.c.record_id == _REPORTED)
+            .scalar_subquery()
+            .label("receipt"),
         )
         .join(webhook_endpoints, E.id == D.endpoint_id)
         .join(outbox_events, O.id == D.event_id)
         .outerjoin(review_tasks, review_tasks.c.id == O.task_id)
-        # The trail record the event reports (one per task version and event type), and
-        # its receipt once signed.
-        .outerjoin(
-            task_events,
-            (task_events.c.task_id == O.task_id)
-            & (task_events.c.version == O.task_version)
-            & (task_events.c.event_type == O.event_type),
-        )
-        .outerjoin(receipts, receipts.c.record_id == task_events.c.id)
         .where(D.id.in_(list(attempts)))
     )
     result = []
