@@ -7,7 +7,8 @@ Everything here is a pure function of public values, so an auditor's machine (th
   before it, ``""`` for the first) and ``hash`` = SHA-256 over :func:`link_message`:
   the record's fields, each length-prefixed, after the previous hash. The database
   computes it in the transaction that writes the record (a trigger on both engines, the
-  SQL function ``signoff_trail_hash``); :func:`trail_hash` is the same function here.
+  trigger function ``signoff_trail_link`` on PostgreSQL, ``signoff_trail_hash`` registered
+  on SQLite's connections); :func:`trail_hash` is the same function here.
 - **Receipts.** A receipt is the record as RFC 8785 canonical JSON (:func:`receipt_claims`,
   generic over every kind of record: any decision, vote, door or extra detail), signed
   with Ed25519 as a compact JWS (RFC 7515, ``alg`` ``EdDSA`` of RFC 8037).

@@ -2,8 +2,8 @@
 the transaction that writes each record, on both engines), the server's signing keys,
 signed receipts and signed checkpoints.
 
-PostgreSQL computes the hash with the SQL function ``signoff_trail_hash`` (in the
-``.sql`` file beside this one); SQLite calls the function of the same name that every
+PostgreSQL computes the hash in the trigger function ``signoff_trail_link`` (in the
+``.sql`` file beside this one); SQLite's trigger calls ``signoff_trail_hash``, which every
 Signoff connection registers (``signoff.store.runtime.database``). Records written before
 this migration are linked here.
 
@@ -141,10 +141,6 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER task_events_link ON task_events")
         op.execute("DROP FUNCTION signoff_trail_link()")
-        op.execute(
-            "DROP FUNCTION signoff_trail_hash(text, text, text, text, text, int,"
-            " text, text, text, text)"
-        )
     else:
         op.execute("DROP TRIGGER task_events_link")
     with op.batch_alter_table("webhook_endpoints") as batch:
