@@ -36,6 +36,7 @@ from bench.common import (
     machine,
     pg_url,
     pgbench,
+    psql,
     signoff_serve,
     write_results,
 )
@@ -154,6 +155,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/signoff-bench/escalate.json"))
     parser.add_argument("--profile", type=Path, help="cProfile the server at N=16 instead")
     parser.add_argument("--ceiling", action="store_true", help="measure GET /healthz instead")
+    parser.add_argument(
+        "--chain-off-too",
+        action="store_true",
+        help="PostgreSQL at the first --concurrency only: turns with the trail's hash-chain "
+        "trigger on and off on one server and database, and their ratio",
+    )
+    parser.add_argument("--turns", type=int, default=3, help="turns of each, with --chain-off-too")
     args = parser.parse_args()
     meta = machine() | {"requests_per_level": args.requests}
     results: list[Figures] = []
@@ -162,6 +170,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, signoff_serve(f"sqlite:///{tmp}/x.db") as s:
             for n in args.concurrency:
                 print(asyncio.run(_ceiling(s.base_url, n, args.requests)).as_dict(), flush=True)
+        return
+    if args.chain_off_too:
+        n = args.concurrency[0]
+        rates: dict[str, list[float]] = {"chain": [], "no_chain": []}
+        with (
+            fresh_pg_database("signoff_bench_escalate") as db,
+            signoff_serve(pg_url(db)) as service,
+        ):
+            key = service.key("producer", "bench-bot")
+            for _ in range(args.turns):
+                for mode, switch in (("chain", "ENABLE"), ("no_chain", "DISABLE")):
+                    psql(db, f"ALTER TABLE task_events {switch} TRIGGER task_events_link")
+                    figures = http_run(service.base_url, key, n, args.requests, mode)
+                    rates[mode].append(round(figures.rate, 1))
+        means = {mode: sum(r) / len(r) for mode, r in rates.items()}
+        ratio = round(means["chain"] / means["no_chain"], 3)
+        print(json.dumps({"concurrency": n, "per_s": rates, "chain_over_no_chain": ratio}))
         return
     if args.profile:
         with (

@@ -5,6 +5,7 @@ migration 0009 — so the first round's ``--no-notify`` has nothing left to swit
 
     python -m bench.statements                 # as shipped
     python -m bench.statements --no-limit      # claim-limit count stubbed out
+    python -m bench.statements --chain-off-too # turns with the trail's hash chain off
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--no-limit", action="store_true")
+    parser.add_argument(
+        "--chain-off-too",
+        action="store_true",
+        help="alternate turns with the trail's hash-chain trigger on and off (same database, "
+        "same run) and report both rates and their ratio",
+    )
+    parser.add_argument("--turns", type=int, default=2, help="turns of each, with --chain-off-too")
     args = parser.parse_args()
     with fresh_pg_database("signoff_bench_statements") as db:
         seed_tasks(db, 60_000, "bench-bot")
@@ -87,6 +95,23 @@ def main() -> None:
                 " at timestamptz, exclude uuid) RETURNS bigint LANGUAGE sql"
                 " AS $$ SELECT 0::bigint $$",
             )
+        if args.chain_off_too:
+            rates: dict[str, list[float]] = {"chain": [], "no_chain": []}
+            for _ in range(args.turns):
+                for mode, switch in (("chain", "ENABLE"), ("no_chain", "DISABLE")):
+                    psql(db, f"ALTER TABLE task_events {switch} TRIGGER task_events_link")
+                    rates[mode].append(round(asyncio.run(_run(db, args.clients, args.seconds)), 1))
+            means = {mode: sum(r) / len(r) for mode, r in rates.items()}
+            print(
+                json.dumps(
+                    {
+                        "cycles_per_s": rates,
+                        "chain_over_no_chain": round(means["chain"] / means["no_chain"], 3),
+                        "load": round(os.getloadavg()[0], 2),
+                    }
+                )
+            )
+            return
         load = os.getloadavg()[0]
         rate = asyncio.run(_run(db, args.clients, args.seconds))
     print(

@@ -7,6 +7,7 @@ from signoff.crypto import key_file_path, load_keyring
 from signoff.domain.clock import Clock, SystemClock
 from signoff.private_files import refuse_exposed, refuse_exposed_sqlite, sqlite_path
 from signoff.services.context import ServiceContext
+from signoff.services.evidence import ensure_signing_key
 from signoff.services.keys import ensure_admin_key
 from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.settings import Settings
@@ -37,6 +38,7 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
         await upgrade(database.engine, keyring=lambda: load_keyring(settings))
         context = ServiceContext(database=database, settings=settings, clock=clock or SystemClock())
         await reencrypt_with_newest_key(context)
+        await ensure_signing_key(context)
         return await ensure_admin_key(context)
     finally:
         await database.dispose()

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     )
     sweep_interval_seconds: float = Field(default=15, gt=0)
     sweep_batch_size: int = Field(default=100, gt=0)
+    checkpoint_interval_seconds: float = Field(default=300, gt=0)
+    """How often the sweeper signs a checkpoint (a Merkle root) over the trail records
+    written since the last one (docs/evidence.md)."""
+    checkpoint_settle_seconds: float = Field(default=60, ge=0)
+    """A checkpoint covers records at least this old, so a record whose transaction
+    commits late (its id taken earlier) is not passed over."""
     delivered_retention_days: float = Field(default=7, ge=0)
     """How long the sweeper keeps delivered webhooks: a delivery that succeeded (with its
     attempts) this long ago is removed, and an outbox event this old once it has no

@@ -7,7 +7,9 @@ Every delivery carries two independent signature schemes over the exact raw body
 * Standard Webhooks: ``webhook-id`` (the event id, the same on every retry),
   ``webhook-timestamp`` (Unix seconds) and ``webhook-signature`` (``v1,<base64>`` per
   live secret, space-separated during a rotation), made by the ``standardwebhooks``
-  package.
+  package; for an endpoint with ``asymmetric_signature``, also ``v1a,<base64>``: Ed25519
+  by the server's signing key over ``<id>.<timestamp>.<body>``, which receivers check
+  with a public key of ``/.well-known/jwks.json`` (:func:`verify_asymmetric`).
 
 Receivers call :func:`verify` with the request headers, the raw body and their secret, or
 :func:`verify_event` (from the SDK, :mod:`signoff.client`) to get a typed event back.
@@ -29,6 +31,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from signoff.domain.params import number_or_none
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
     from signoff.client._webhooks import verify_event
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "new_secret",
     "signature_headers",
     "verify",
+    "verify_asymmetric",
     "verify_event",
     "x_signature_256",
 ]
@@ -64,18 +72,62 @@ def x_signature_256(secret: str, body: bytes) -> str:
 
 
 def signature_headers(
-    *, event_id: str, body: bytes, secrets_newest_first: Sequence[str], timestamp: datetime
+    *,
+    event_id: str,
+    body: bytes,
+    secrets_newest_first: Sequence[str],
+    timestamp: datetime,
+    asymmetric_key: Ed25519PrivateKey | None = None,
 ) -> dict[str, str]:
     """All signature headers for one attempt. ``X-Signature-256`` uses the newest secret;
-    ``webhook-signature`` carries one ``v1,`` signature per live secret."""
+    ``webhook-signature`` carries one ``v1,`` signature per live secret, and a ``v1a,``
+    one by ``asymmetric_key`` when given."""
     text = body.decode("utf-8")
     signatures = [Webhook(s).sign(event_id, timestamp, text) for s in secrets_newest_first]
+    if asymmetric_key is not None:
+        signed = asymmetric_key.sign(_signed_content(event_id, timestamp, body))
+        signatures.append("v1a," + base64.b64encode(signed).decode("ascii"))
     return {
         "webhook-id": event_id,
         "webhook-timestamp": str(int(timestamp.timestamp())),
         "webhook-signature": " ".join(signatures),
         "X-Signature-256": x_signature_256(secrets_newest_first[0], body),
     }
+
+
+def _signed_content(event_id: str, timestamp: datetime | int, body: bytes) -> bytes:
+    seconds = timestamp if isinstance(timestamp, int) else int(timestamp.timestamp())
+    return f"{event_id}.{seconds}.".encode() + body
+
+
+def verify_asymmetric(
+    headers: Mapping[str, str],
+    raw_body: bytes,
+    public_key: Ed25519PublicKey,
+    tolerance_seconds: int = 300,
+) -> None:
+    """Check a delivery's ``v1a`` signature with the server's public key only.
+
+    Raises:
+        WebhookVerificationError: no ``v1a`` signature verifies, or the timestamp is stale.
+    """
+    from cryptography.exceptions import InvalidSignature
+
+    lowered = {k.lower(): v for k, v in headers.items()}
+    seconds = number_or_none(lowered.get("webhook-timestamp", ""), most=10**12)
+    if seconds is None or abs(time.time() - seconds) > tolerance_seconds:
+        raise WebhookVerificationError("stale or missing webhook-timestamp")
+    content = _signed_content(lowered.get("webhook-id", ""), seconds, raw_body)
+    for signature in lowered.get("webhook-signature", "").split(" "):
+        version, _, value = signature.partition(",")
+        if version != "v1a":
+            continue
+        try:
+            public_key.verify(base64.b64decode(value), content)
+        except (InvalidSignature, ValueError):
+            continue
+        return
+    raise WebhookVerificationError("no v1a signature verifies with this public key")
 
 
 def verify(

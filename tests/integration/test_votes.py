@@ -305,6 +305,11 @@ def test_twenty_racing_votes_reach_the_quorum_once(server: LiveServer, producer:
             )
         )
     assert [g.status_code for g in grants].count(200) == 1
+    # The racing votes and grants left one unbroken chain, every record signed.
+    trail = first.get(f"/tasks/{task['id']}/receipts").json()["items"]
+    assert [r["type"] for r in trail].count("task.execution_started") == 1
+    assert [r["prev_hash"] for r in trail] == ["", *(r["hash"] for r in trail[:-1])]
+    assert all(r["receipt"] for r in trail)
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from standardwebhooks.webhooks import Webhook
 
+from signoff.client import verify_event, verify_receipt
 from signoff.domain.clock import ManualClock
+from signoff.domain.evidence import b64url_decode
 from signoff.services.context import ServiceContext
 from signoff.settings import Settings
 from signoff.store.runtime.database import Database, create_engine
-from signoff.webhooks import WebhookVerificationError, verify
+from signoff.webhooks import WebhookVerificationError, verify, verify_asymmetric
 from signoff.workers.dispatcher import Dispatcher
 from tests.receiver import Answer, Receiver
 from tests.support import LiveServer, escalation, live_server
@@ -86,6 +89,11 @@ def test_the_resolved_callback_reaches_a_real_receiver_signed_both_ways(hooks, r
     assert envelope["data"]["id"] == task_id
     assert envelope["data"]["decision"] == "REJECTED"
     assert request.headers["webhook-id"] == envelope["id"]
+    # The body carries the signed receipt of the decision, checked with public keys only.
+    jwks = hooks.client(None).get("/.well-known/jwks.json").json()
+    receipt = verify_receipt(envelope["receipt"], jwks, task_id=task_id, decision="REJECTED")
+    assert (receipt["type"], receipt["task_version"]) == ("task.resolved", 3)
+    assert verify_event(request.headers, request.body, secret).receipt == envelope["receipt"]
     expected = "sha256=" + hmac.new(secret.encode(), request.body, hashlib.sha256).hexdigest()
     assert request.headers["X-Signature-256"] == expected
     Webhook(secret).verify(request.body, request.headers)  # the standardwebhooks library
@@ -485,3 +493,53 @@ def test_a_commit_wakes_the_dispatcher_of_the_same_process(make_settings, clock,
         while not receiver.received and time.monotonic() < deadline:
             time.sleep(0.01)
     assert len(receiver.received) == 1
+
+
+NODE_V1A = """
+import { createPublicKey, verify } from "node:crypto";
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const { jwk, headers, body } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+const key = createPublicKey({ key: jwk, format: "jwk" });
+const content = Buffer.from(`${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`);
+const ok = headers["webhook-signature"].split(" ").some((s) => s.startsWith("v1a,") &&
+  verify(null, content, key, Buffer.from(s.slice(4), "base64")));
+console.log(ok ? "ok" : "rejected");
+"""
+
+
+def test_asymmetric_signatures_verify_with_the_public_key_only(hooks, receiver) -> None:
+    endpoint = register(
+        hooks, receiver.url, event_types=["task.resolved"], asymmetric_signature=True
+    )
+    assert endpoint["asymmetric_signature"] is True
+    resolved_task(hooks)
+    assert dispatch(hooks) == 1
+    (request,) = receiver.received
+    versions = [s.split(",")[0] for s in request.headers["webhook-signature"].split(" ")]
+    assert versions == ["v1", "v1a"]
+    Webhook(endpoint["secret"]).verify(request.body, request.headers)  # v1 still verifies
+    (jwk,) = hooks.client(None).get("/.well-known/jwks.json").json()["keys"]
+    public_key = Ed25519PublicKey.from_public_bytes(b64url_decode(jwk["x"]))
+    verify_asymmetric(request.headers, request.body, public_key)
+    with pytest.raises(WebhookVerificationError):
+        verify_asymmetric(request.headers, request.body + b" ", public_key)
+    lowered = {k.lower(): v for k, v in request.headers.items()}
+    node = subprocess.run(
+        ["node", "--input-type=module", "-e", NODE_V1A],
+        input=json.dumps({"jwk": jwk, "headers": lowered, "body": request.body.decode()}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert node.stdout.strip() == "ok", node.stderr
+    with hooks.admin() as admin:
+        changed = admin.patch(
+            f"/webhook-endpoints/{endpoint['id']}", json={"asymmetric_signature": False}
+        )
+        assert changed.json()["asymmetric_signature"] is False
+        refused = admin.patch(
+            f"/webhook-endpoints/{endpoint['id']}", json={"asymmetric_signature": None}
+        )
+        assert refused.status_code == 422

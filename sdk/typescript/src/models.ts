@@ -185,6 +185,8 @@ export interface WebhookEndpoint {
   enabled: boolean;
   /** Only when created or rotated. */
   secret?: string | null;
+  /** Deliveries also carry a v1a (Ed25519) signature, checked with /.well-known/jwks.json. */
+  asymmetric_signature?: boolean;
   [extra: string]: unknown;
 }
 
@@ -195,6 +197,8 @@ export interface EventDocument {
   created_at?: string | null;
   data: Task;
   metadata?: Record<string, unknown> | null;
+  /** The signed receipt (compact JWS, EdDSA) of the trail record this event reports. */
+  receipt?: string | null;
   [extra: string]: unknown;
 }
 

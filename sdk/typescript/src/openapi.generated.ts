@@ -281,6 +281,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The public keys receipts and checkpoints are signed with (no authentication)
+         * @description Every key ever used, the active one first; a retired key carries ``exp``.
+         */
+        get: operations["jwks__well_known_jwks_json_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tasks/{task_id}/receipts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The task's trail as signed receipts (compact JWS, EdDSA) */
+        get: operations["task_receipts_tasks__task_id__receipts_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/evidence/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An evidence bundle for `signoff verify` (admin)
+         * @description Whole chains of the tasks with a record in ``[since, until)``, their receipts,
+         *     every checkpoint and the public keys.
+         */
+        get: operations["export_evidence_export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tasks/{task_id}/subject": {
         parameters: {
             query?: never;
@@ -1942,6 +2000,11 @@ export interface components {
             /** Updated At */
             updated_at: string;
             /**
+             * Asymmetric Signature
+             * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+             */
+            asymmetric_signature: boolean;
+            /**
              * Secret
              * @description whsec_ + base64 of 32 random bytes. Shown once.
              */
@@ -1979,6 +2042,11 @@ export interface components {
             created_at: string;
             /** Updated At */
             updated_at: string;
+            /**
+             * Asymmetric Signature
+             * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+             */
+            asymmetric_signature: boolean;
         };
         /**
          * WhoAmIOut
@@ -3848,6 +3916,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The signed receipt (compact JWS, EdDSA) of the trail record this wrote; keys at /.well-known/jwks.json */
+                    "Signoff-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4383,6 +4453,299 @@ export interface operations {
                         error_code?: "ERR_TASK_NOT_FOUND";
                         /** @enum {integer} */
                         status?: 404;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    jwks__well_known_jwks_json_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A JWK Set (RFC 7517) of OKP/Ed25519 keys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    task_receipts_tasks__task_id__receipts_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                task_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task's records with chain links and receipts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description Not found: ERR_TASK_NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_TASK_NOT_FOUND",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "why this request was refused (ERR_TASK_NOT_FOUND)",
+                     *       "error_code": "ERR_TASK_NOT_FOUND",
+                     *       "message": "why this request was refused (ERR_TASK_NOT_FOUND)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_TASK_NOT_FOUND";
+                        /** @enum {integer} */
+                        status?: 404;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    export_evidence_export_get: {
+        parameters: {
+            query?: {
+                since?: string | null;
+                until?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An evidence bundle */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description Not allowed for this caller: ERR_FORBIDDEN */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_FORBIDDEN",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "detail": "why this request was refused (ERR_FORBIDDEN)",
+                     *       "error_code": "ERR_FORBIDDEN",
+                     *       "message": "why this request was refused (ERR_FORBIDDEN)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_FORBIDDEN";
+                        /** @enum {integer} */
+                        status?: 403;
+                    };
+                };
+            };
+            /** @description Invalid input: ERR_VALIDATION */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "title": "Unprocessable content",
+                     *       "status": 422,
+                     *       "detail": "why this request was refused (ERR_VALIDATION)",
+                     *       "error_code": "ERR_VALIDATION",
+                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_VALIDATION";
+                        /** @enum {integer} */
+                        status?: 422;
                     };
                 };
             };
@@ -6080,6 +6443,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description The signed receipt (compact JWS, EdDSA) of the trail record this wrote; keys at /.well-known/jwks.json */
+                    "Signoff-Receipt"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8326,6 +8691,12 @@ export interface operations {
                     entity_types?: string[] | null;
                     /** Description */
                     description?: string | null;
+                    /**
+                     * Asymmetric Signature
+                     * @description Also sign each delivery with the server's Ed25519 key: webhook-signature then carries a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>.<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared secret needed.
+                     * @default false
+                     */
+                    asymmetric_signature?: boolean;
                 };
             };
         };
@@ -8755,6 +9126,8 @@ export interface operations {
                     entity_types?: string[] | null;
                     /** Description */
                     description?: string | null;
+                    /** Asymmetric Signature */
+                    asymmetric_signature?: boolean;
                 };
             };
         };

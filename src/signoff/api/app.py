@@ -17,6 +17,7 @@ from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
 from signoff.api.problems import http_problem, install_problem_handlers
 from signoff.api.routes import admin, approvals, events, tasks, votes, waiting, webhooks
+from signoff.api.routes import evidence as evidence_routes
 from signoff.api.routes import supervision as supervision_routes
 from signoff.api.routes import users as user_routes
 from signoff.console.auth import install_auth
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     install_docs(app)
     app.include_router(admin.router)
     app.include_router(tasks.router)
+    app.include_router(evidence_routes.router)
     app.include_router(approvals.router)
     app.include_router(votes.router)
     app.include_router(waiting.router)

@@ -28,6 +28,10 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "POST /api-keys": (ErrorCode.FORBIDDEN,),
     "GET /api-keys": (ErrorCode.FORBIDDEN,),
     "DELETE /api-keys/{key_id}": (ErrorCode.FORBIDDEN, ErrorCode.API_KEY_NOT_FOUND),
+    # evidence
+    "GET /.well-known/jwks.json": (),
+    "GET /tasks/{task_id}/receipts": (ErrorCode.TASK_NOT_FOUND,),
+    "GET /evidence/export": (ErrorCode.FORBIDDEN,),
     # tasks
     "POST /tasks/escalate": (
         ErrorCode.FORBIDDEN,

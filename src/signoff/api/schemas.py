@@ -295,6 +295,14 @@ class Problem(BaseModel):
     task_id: str | None = None
 
 
+ASYMMETRIC_DESCRIPTION = (
+    "Also sign each delivery with the server's Ed25519 key: webhook-signature then carries "
+    "a `v1a,<base64>` signature (Standard Webhooks) over `<webhook-id>.<webhook-timestamp>."
+    "<body>`, which receivers verify with a public key of /.well-known/jwks.json: no shared "
+    "secret needed."
+)
+
+
 class CreateWebhookEndpointRequest(_Strict):
     url: str = Field(min_length=1, max_length=2048)
     event_types: list[str] | None = Field(
@@ -304,6 +312,7 @@ class CreateWebhookEndpointRequest(_Strict):
         default=None, description="None or empty: every entity type."
     )
     description: str | None = Field(default=None, max_length=1000)
+    asymmetric_signature: StrictBool = Field(default=False, description=ASYMMETRIC_DESCRIPTION)
 
 
 class UpdateWebhookEndpointRequest(_Strict):
@@ -315,8 +324,9 @@ class UpdateWebhookEndpointRequest(_Strict):
     event_types: list[str] | None = None
     entity_types: list[str] | None = None
     description: str | None = Field(default=None, max_length=1000)
+    asymmetric_signature: StrictBool | SkipJsonSchema[None] = None
 
-    @field_validator("url", "enabled")
+    @field_validator("url", "enabled", "asymmetric_signature")
     @classmethod
     def _not_null(cls, value: object) -> object:
         if value is None:
@@ -338,6 +348,7 @@ class WebhookEndpointOut(BaseModel):
     failing_since: str | None
     created_at: str
     updated_at: str
+    asymmetric_signature: bool = Field(description=ASYMMETRIC_DESCRIPTION)
 
 
 class WebhookEndpointCreated(WebhookEndpointOut):

@@ -1,5 +1,6 @@
 """The ``signoff`` command: ``serve``, ``migrate``, ``worker``, ``create-key``,
-``create-user``, ``listen``, ``generate-encryption-key``, ``mcp``, ``slack-card``.
+``create-user``, ``listen``, ``generate-encryption-key``, ``mcp``, ``slack-card``,
+``export``, ``verify``, ``rotate-signing-key``.
 
 A user's mistake (a bad flag, a database URL Signoff cannot use, a database that does not
 exist, a role no key can hold) prints one line, ``signoff: error: …``, on stderr and exits
@@ -7,9 +8,9 @@ non-zero (2 for a bad command line, 1 otherwise); never a traceback. Logs go to 
 stdout carries only what a command is asked for (an API key, the start-up lines).
 
 Modules: ``server`` (serve, migrate, worker), ``keys`` (create-key,
-generate-encryption-key), ``users`` (create-user, link-sso), ``integrations`` (listen, mcp,
-slack-card) and
-``common`` (user errors, settings, a database that cannot be used, the CLI's operator).
+generate-encryption-key), ``users`` (create-user, link-sso), ``integrations`` (listen,
+mcp, slack-card), ``evidence`` (export, verify, rotate-signing-key) and ``common`` (user
+errors, settings, a database that cannot be used, the CLI's operator).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from signoff import __version__
-from signoff.cli import integrations, keys, server, users
+from signoff.cli import evidence, integrations, keys, server, users
 from signoff.cli.common import UserError
 
 try:  # typer >= 0.22 ships its own copy of click
@@ -69,6 +70,9 @@ app.command()(integrations.listen)
 app.command("generate-encryption-key")(keys.generate_encryption_key)
 app.command("mcp")(integrations.mcp_server)
 app.command("slack-card")(integrations.slack_card)
+app.command()(evidence.export)
+app.command()(evidence.verify)
+app.command("rotate-signing-key")(evidence.rotate_signing_key)
 
 
 def main(argv: list[str] | None = None) -> None:

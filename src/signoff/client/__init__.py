@@ -87,6 +87,7 @@ from signoff.client._models import (
     WebhookEndpoint,
     WebhookEvent,
 )
+from signoff.client._receipts import ReceiptInvalid, verify_receipt
 from signoff.client._webhooks import verify_event
 
 __all__ = [
@@ -131,6 +132,7 @@ __all__ = [
     "PreconditionFailed",
     "PreconditionRequired",
     "RateLimited",
+    "ReceiptInvalid",
     "Rejected",
     "Revision",
     "RevisionRequested",
@@ -159,4 +161,5 @@ __all__ = [
     "precheck_hash",
     "requires_approval",
     "verify_event",
+    "verify_receipt",
 ]

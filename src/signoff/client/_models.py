@@ -281,6 +281,9 @@ class WebhookEndpoint(_Model):
     entity_types: list[str] | None = None
     enabled: bool = True
     secret: str | None = Field(default=None, description="Only when created or rotated.")
+    asymmetric_signature: bool = Field(
+        default=False, description="Deliveries also carry a v1a (Ed25519) signature."
+    )
 
 
 class WebhookEvent(_Model):
@@ -296,6 +299,11 @@ class WebhookEvent(_Model):
     scheme: str = Field(
         default="standard-webhooks",
         description="standard-webhooks, or x-signature-256 (body only: no freshness proof)",
+    )
+    receipt: str | None = Field(
+        default=None,
+        description="The signed receipt of the trail record this event reports (a compact "
+        "JWS): check it with verify_receipt before acting.",
     )
 
     @property

@@ -178,3 +178,9 @@ class ClaimedDelivery:
     payload: dict[str, Any]
     traceparent: str | None = None
     """The W3C ``traceparent`` the task was escalated with, sent as a header."""
+    record_id: int | None = None
+    """The trail record the event reports, whose receipt the body carries."""
+    receipt: str | None = None
+    """That record's receipt (compact JWS), once signed."""
+    asymmetric: bool = False
+    """Also sign with the server's Ed25519 key (``v1a``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from signoff.crypto import Keyring, load_keyring
 from signoff.domain.clock import Clock
@@ -48,6 +48,12 @@ class ServiceContext:
     def diff_cache(self) -> DiffCache:
         """The diffs this process has worked out, by revision pair."""
         return DiffCache(self.settings.diff_cache_bytes)
+
+    @cached_property
+    def signing_key(self) -> list[Any]:
+        """The signing key this process holds, once loaded (:mod:`signoff.services.evidence`
+        keeps it here: at most one item)."""
+        return []
 
     @cached_property
     def keyring(self) -> Keyring:

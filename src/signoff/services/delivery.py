@@ -21,6 +21,7 @@ from signoff.domain.webhooks import (
     Verdict,
 )
 from signoff.metrics import RESOLVE_TO_DELIVERED
+from signoff.services import evidence
 from signoff.services.context import ServiceContext
 from signoff.store import catchup, deliveries
 from signoff.store import delivery_retention as retention
@@ -87,7 +88,24 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
             conn, owner=owner, now=now, leased_until=leased_until, limit=limit
         )
     )
-    return Round(await _with_clear_secrets(ctx, claimed, owner=owner, now=now), backlog)
+    ready = await _with_clear_secrets(ctx, claimed, owner=owner, now=now)
+    return Round(await _with_receipts(ctx, ready), backlog)
+
+
+async def _with_receipts(
+    ctx: ServiceContext, claimed: list[ClaimedDelivery]
+) -> list[ClaimedDelivery]:
+    """Each event's body carries the receipt of the trail record it reports (signed now
+    when it had none yet): ``{"id", "type", "created_at", "data", "receipt"}``."""
+    missing = [d.record_id for d in claimed if d.record_id is not None and d.receipt is None]
+    signed = await evidence.sign_records(ctx, missing) if missing else {}
+    out = []
+    for delivery in claimed:
+        receipt = delivery.receipt or signed.get(delivery.record_id or 0)
+        if receipt is not None:
+            delivery = replace(delivery, payload={**delivery.payload, "receipt": receipt})
+        out.append(delivery)
+    return out
 
 
 #: How long a delivery whose secret this process cannot decrypt waits before another try.

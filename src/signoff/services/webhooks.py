@@ -57,8 +57,10 @@ async def create_endpoint(
     event_types: list[str] | None,
     entity_types: list[str] | None,
     description: str | None,
+    asymmetric_signature: bool = False,
 ) -> dict[str, Any]:
     """Register an endpoint; returns it with its ``secret`` (shown only here).
+    ``asymmetric_signature``: also sign deliveries with the server's Ed25519 key.
 
     Raises:
         Unprocessable: 422 ``ERR_WEBHOOK_URL_FORBIDDEN`` (SSRF guard, see :mod:`signoff.net`).
@@ -78,6 +80,7 @@ async def create_endpoint(
                 "enabled": True,
                 "secret": ctx.keyring.encrypt(secret),
                 "producer_id": _owner(caller),
+                "asymmetric_signature": asymmetric_signature,
                 "created_at": now,
                 "updated_at": now,
             },
@@ -112,7 +115,8 @@ async def get_endpoint(ctx: ServiceContext, caller: Principal, raw_id: str) -> d
 async def update_endpoint(
     ctx: ServiceContext, caller: Principal, raw_id: str, changes: dict[str, Any]
 ) -> dict[str, Any]:
-    """Change ``url``, ``enabled``, ``event_types``, ``entity_types`` or ``description``.
+    """Change ``url``, ``enabled``, ``event_types``, ``entity_types``, ``description`` or
+    ``asymmetric_signature``.
     Re-enabling clears the disabled reason and the failure streak."""
     await _own_endpoint(ctx, caller, raw_id)
     if "url" in changes:

@@ -43,6 +43,7 @@ def endpoint_view(row: Any) -> dict[str, Any]:
         "failing_since": rfc3339(m["failing_since"]),
         "created_at": rfc3339(m["created_at"]),
         "updated_at": rfc3339(m["updated_at"]),
+        "asymmetric_signature": m["asymmetric_signature"],
     }
 
 

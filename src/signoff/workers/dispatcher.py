@@ -41,6 +41,7 @@ from signoff.errors import SignoffError
 from signoff.metrics import WEBHOOK_ATTEMPTS
 from signoff.net import vet_url
 from signoff.services import delivery as delivery_service
+from signoff.services import evidence
 from signoff.services.common import dumps
 from signoff.services.context import ServiceContext
 from signoff.services.delivery import AttemptRecord
@@ -175,6 +176,9 @@ class Dispatcher:
             secrets_newest_first=delivery.secrets_newest_first,
             # Receivers compare this with their own wall clock, not ours.
             timestamp=datetime.now(UTC),
+            asymmetric_key=(
+                await evidence.signing_key(self.context) if delivery.asymmetric else None
+            ),
         )
         headers |= {
             "Content-Type": "application/json",

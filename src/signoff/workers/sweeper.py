@@ -16,7 +16,7 @@ from collections.abc import Callable
 import structlog
 
 from signoff.domain.tasks import Task
-from signoff.services import catchup, delivery, waiting
+from signoff.services import catchup, delivery, evidence, waiting
 from signoff.services.context import ServiceContext
 from signoff.workers.outage import OutageLog
 
@@ -48,6 +48,9 @@ class Sweeper:
                 outbox_events=purged.events,
             )
         await catchup.watch_held_back(self.context)
+        checkpoint = await evidence.checkpoint_if_due(self.context)
+        if checkpoint is not None:
+            log.info("sweeper.checkpoint", seq=checkpoint["seq"], records=checkpoint["size"])
         return applied
 
     async def run(self, stop: asyncio.Event) -> None:

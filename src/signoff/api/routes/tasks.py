@@ -21,6 +21,7 @@ from signoff.api.deps import (
     read_model,
     require_lease_token,
 )
+from signoff.api.routes.evidence import RECEIPT_HEADER, RECEIPT_HEADER_DOC
 from signoff.api.schemas import (
     AuditTrailOut,
     ClaimNextRequest,
@@ -36,7 +37,7 @@ from signoff.domain.producer import escalation_schema
 from signoff.domain.states import Decision, ExecutionStatus, TaskStatus
 from signoff.domain.tasks import Principal, view_for
 from signoff.errors import FieldError, validation_error
-from signoff.services import common, longpoll, revisions
+from signoff.services import common, evidence, longpoll, revisions
 from signoff.services import tasks as task_service
 from signoff.services.tasks import LeaseGrant
 
@@ -153,7 +154,10 @@ async def release(
     "/{task_id}/resolve",
     response_model=None,
     openapi_extra={**model_body_doc(ResolveRequest), "parameters": [LEASE_TOKEN_PARAMETER]},
-    responses={200: {"model": TaskOut}, **problems(400, 404, 409, 413, 422)},
+    responses={
+        200: {"model": TaskOut, "headers": RECEIPT_HEADER_DOC},
+        **problems(400, 404, 409, 413, 422),
+    },
     summary="Record the decision under a live lease",
 )
 async def resolve(
@@ -177,7 +181,9 @@ async def resolve(
         revision=body.revision,
         digest=body.digest,
     )
-    return json_response(view_for(caller, task, context.now()))
+    receipt = await evidence.latest_receipt(context, task.id)
+    headers = {RECEIPT_HEADER: receipt} if receipt else None
+    return json_response(view_for(caller, task, context.now()), headers=headers)
 
 
 @router.get(

@@ -17,11 +17,12 @@ from signoff.api.deps import (
     read_json_body,
     read_model,
 )
+from signoff.api.routes.evidence import RECEIPT_HEADER, RECEIPT_HEADER_DOC
 from signoff.api.schemas import VotedTaskOut, VoteRequest
 from signoff.domain.approval_rules import APPROVAL_RULE_SCHEMA
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
-from signoff.services import votes
+from signoff.services import evidence, votes
 
 router = APIRouter()
 
@@ -31,7 +32,10 @@ router = APIRouter()
     tags=["approvals"],
     response_model=None,
     openapi_extra=model_body_doc(VoteRequest),
-    responses={200: {"model": VotedTaskOut}, **problems(400, 403, 404, 409, 413, 422)},
+    responses={
+        200: {"model": VotedTaskOut, "headers": RECEIPT_HEADER_DOC},
+        **problems(400, 403, 404, 409, 413, 422),
+    },
     summary="Vote on a task with an approval rule (no lease needed)",
 )
 async def cast_vote(task_id: str, request: Request, context: Context, caller: Caller) -> Response:
@@ -49,7 +53,9 @@ async def cast_vote(task_id: str, request: Request, context: Context, caller: Ca
         stage=body.stage,
     )
     view = view_for(caller, ballot.task, context.now())
-    return json_response({**view, "vote": ballot.receipt.as_json()})
+    receipt = await evidence.latest_receipt(context, ballot.task.id)
+    headers = {RECEIPT_HEADER: receipt} if receipt else None
+    return json_response({**view, "vote": ballot.receipt.as_json()}, headers=headers)
 
 
 def _rule_doc() -> dict[str, Any]:

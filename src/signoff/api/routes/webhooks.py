@@ -36,6 +36,7 @@ async def create_endpoint(request: Request, context: Context, caller: Caller) ->
         event_types=body.event_types,
         entity_types=body.entity_types,
         description=body.description,
+        asymmetric_signature=body.asymmetric_signature,
     )
     return json_response(created, 201, headers={"Location": f"/webhook-endpoints/{created['id']}"})
 

@@ -19,6 +19,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
@@ -26,6 +27,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from signoff.domain.evidence import time_text, trail_hash
 from signoff.private_files import create_private, sqlite_path
 from signoff.settings import Settings, async_database_url
 from signoff.store.runtime.announce import Announcer
@@ -103,6 +105,35 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
     return engine
 
 
+def sqlite_trail_hash(
+    prev: str,
+    task_id: str,
+    event_type: str,
+    action: str,
+    status: str,
+    version: int,
+    actor_id: str,
+    actor_role: str,
+    created_at: str,
+    details: str,
+) -> str:
+    """:func:`signoff.domain.evidence.trail_hash` over a row as SQLite stores it (the
+    task id as 32 hex digits, the time as naive UTC text)."""
+    moment = datetime.fromisoformat(created_at).replace(tzinfo=UTC)
+    return trail_hash(
+        prev,
+        str(uuid.UUID(task_id)),
+        event_type,
+        action,
+        status,
+        int(version),
+        actor_id,
+        actor_role,
+        time_text(moment),
+        details,
+    )
+
+
 def _sqlite_pragmas(connection: Any, busy_timeout_ms: int) -> None:
     """What every SQLite connection of Signoff's runs first."""
     cursor = connection.cursor()
@@ -111,6 +142,8 @@ def _sqlite_pragmas(connection: Any, busy_timeout_ms: int) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     cursor.close()
+    # The trail's hash chain: the trigger of migration 0021 calls it on every insert.
+    connection.create_function("signoff_trail_hash", 10, sqlite_trail_hash, deterministic=True)
 
 
 class UnitOfWork:

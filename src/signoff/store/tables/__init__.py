@@ -34,6 +34,7 @@ from signoff.store.tables.delivery import (
     webhook_deliveries,
     webhook_endpoints,
 )
+from signoff.store.tables.evidence import checkpoints, receipts, signing_keys
 from signoff.store.tables.tasks import (
     idempotency_keys,
     review_tasks,
@@ -55,6 +56,7 @@ __all__ = [
     "chat_cards",
     "chat_cursors",
     "chat_deliveries",
+    "checkpoints",
     "delivery_attempts",
     "escalation_policies",
     "fanned_out_at_sql",
@@ -64,10 +66,12 @@ __all__ = [
     "notifications",
     "outbox_events",
     "password_tokens",
+    "receipts",
     "resume_tokens",
     "review_tasks",
     "revision_views",
     "revoked_sources",
+    "signing_keys",
     "subject_revisions",
     "task_actions",
     "task_events",

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
+    false,
     text,
 )
 
@@ -74,6 +75,8 @@ webhook_endpoints = Table(
     # Producer-scoped subscriptions: a producer's endpoint gets only its own tasks'
     # events; NULL (an admin's endpoint) gets everyone's.
     Column("producer_id", Text),
+    # Also sign each delivery with the server's Ed25519 key (Standard Webhooks ``v1a``).
+    Column("asymmetric_signature", Boolean, nullable=False, server_default=false()),
 )
 
 #: Whether any endpoint could be sent an event written now (SQL, both engines). An event

@@ -232,5 +232,8 @@ task_events = Table(
     Column("actor_role", String(32), nullable=False),
     Column("details", JsonText, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # The hash chain (signoff.domain.evidence), set by a trigger in the same transaction.
+    Column("prev_hash", String(64)),
+    Column("hash", String(64)),
     Index("ix_task_events_task_id", "task_id", "id"),
 )

@@ -1,0 +1,198 @@
+"""Queries over the evidence: signing keys, the chained trail records with their
+receipts, and checkpoints."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Text, and_, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from signoff.domain.evidence import TrailRecord, leaf, time_text
+from signoff.store.tables import checkpoints, receipts, review_tasks, signing_keys, task_events
+
+#: How many records one signing transaction takes at most.
+SIGN_BATCH = 500
+
+K = signing_keys.c
+R = receipts.c
+E = task_events.c
+C = checkpoints.c
+
+
+# --- keys --------------------------------------------------------------------------------
+
+
+async def all_keys(conn: AsyncConnection) -> Sequence[Any]:
+    """Every key, newest first: ``kid``, ``public_key``, ``private_key`` (encrypted or
+    ``None`` once retired), ``created_at``, ``retired_at``."""
+    return (await conn.execute(select(signing_keys).order_by(K.created_at.desc()))).all()
+
+
+async def add_key(
+    conn: AsyncConnection, *, kid: str, public_key: str, private_key: str, now: datetime
+) -> None:
+    await conn.execute(
+        insert(signing_keys).values(
+            kid=kid, public_key=public_key, private_key=private_key, created_at=now
+        )
+    )
+
+
+async def retire_keys_but(conn: AsyncConnection, kid: str, now: datetime) -> None:
+    """Retire every live key other than ``kid``: its private half is dropped."""
+    await conn.execute(
+        update(signing_keys)
+        .where(K.kid != kid, K.retired_at.is_(None))
+        .values(retired_at=now, private_key=None)
+    )
+
+
+# --- records and receipts ----------------------------------------------------------------
+
+_RECORD = (
+    E.id,
+    E.task_id,
+    E.event_type,
+    E.action,
+    E.status,
+    E.version,
+    E.actor_id,
+    E.actor_role,
+    E.created_at,
+    E.details,
+    E.prev_hash,
+    E.hash,
+)
+
+
+def _record(row: Any) -> TrailRecord:
+    return TrailRecord(
+        id=int(row.id),
+        task_id=str(row.task_id),
+        event_type=row.event_type,
+        action=row.action,
+        status=row.status,
+        version=int(row.version),
+        actor_id=row.actor_id,
+        actor_role=row.actor_role,
+        created_at=time_text(row.created_at),
+        details=row.details_text,
+        prev_hash=row.prev_hash or "",
+        hash=row.hash or "",
+    )
+
+
+def _records_query() -> Any:
+    # The details as stored (the hash is over those bytes), not re-serialised.
+    raw = func.coalesce(E.details.cast(Text), "")
+    return select(*_RECORD, raw.label("details_text"), R.jws).outerjoin(
+        receipts, R.record_id == E.id
+    )
+
+
+async def task_records(
+    conn: AsyncConnection, task_id: uuid.UUID
+) -> list[tuple[TrailRecord, str | None]]:
+    """The task's trail records, oldest first, each with its receipt (or ``None``)."""
+    rows = await conn.execute(_records_query().where(E.task_id == task_id).order_by(E.id))
+    return [(_record(row), row.jws) for row in rows]
+
+
+async def newest_record(
+    conn: AsyncConnection, task_id: uuid.UUID
+) -> tuple[TrailRecord, str | None] | None:
+    """The task's newest record with its receipt (or ``None``), one indexed read."""
+    query = _records_query().where(E.task_id == task_id).order_by(E.id.desc()).limit(1)
+    row = (await conn.execute(query)).first()
+    return None if row is None else (_record(row), row.jws)
+
+
+async def unsigned_records(
+    conn: AsyncConnection,
+    *,
+    task_id: uuid.UUID | None = None,
+    record_ids: Sequence[int] | None = None,
+    after_id: int = 0,
+    limit: int | None = None,
+) -> list[TrailRecord]:
+    """Linked records with no receipt yet, oldest first: of one task, of the given ids,
+    or (neither) after ``after_id`` (the last checkpoint's: the range stays short)."""
+    query = _records_query().where(R.record_id.is_(None), E.hash.is_not(None))
+    if task_id is not None:
+        query = query.where(E.task_id == task_id)
+    elif record_ids is not None:
+        query = query.where(E.id.in_(list(record_ids)))
+    else:
+        query = query.where(E.id > after_id)
+    rows = await conn.execute(query.order_by(E.id).limit(limit or SIGN_BATCH))
+    return [_record(row) for row in rows]
+
+
+async def add_receipts(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    """Store receipts; one another process stored first is kept (both are valid)."""
+    if not rows:
+        return
+    statement = (
+        postgresql.insert(receipts).on_conflict_do_nothing()
+        if conn.dialect.name == "postgresql"
+        else sqlite.insert(receipts).on_conflict_do_nothing()
+    )
+    await conn.execute(statement, list(rows))
+
+
+async def records_in_range(
+    conn: AsyncConnection, since: datetime | None, until: datetime | None
+) -> list[tuple[TrailRecord, str | None]]:
+    """Every record of every task that has a record in ``[since, until)``, oldest first
+    per task (whole chains: a chain is checked from its start)."""
+    touched = select(E.task_id).distinct()
+    if since is not None:
+        touched = touched.where(E.created_at >= since)
+    if until is not None:
+        touched = touched.where(E.created_at < until)
+    query = _records_query().where(E.task_id.in_(touched)).order_by(E.task_id, E.id)
+    return [(_record(row), row.jws) for row in await conn.execute(query)]
+
+
+async def tasks_by_id(conn: AsyncConnection, task_ids: Sequence[uuid.UUID]) -> list[Any]:
+    if not task_ids:
+        return []
+    rows = await conn.execute(select(review_tasks).where(review_tasks.c.id.in_(task_ids)))
+    return list(rows)
+
+
+# --- checkpoints -------------------------------------------------------------------------
+
+
+async def last_checkpoint(conn: AsyncConnection) -> Any | None:
+    return (await conn.execute(select(checkpoints).order_by(C.seq.desc()).limit(1))).first()
+
+
+async def all_checkpoints(conn: AsyncConnection) -> Sequence[Any]:
+    return (await conn.execute(select(checkpoints).order_by(C.seq))).all()
+
+
+async def leaves_after(
+    conn: AsyncConnection, after_id: int, upto_created: datetime, limit: int
+) -> list[tuple[int, str]]:
+    """``(id, leaf)`` of linked records after ``after_id`` written before
+    ``upto_created``, in id order, at most ``limit``."""
+    rows = await conn.execute(
+        select(E.id, E.task_id, E.created_at, E.hash)
+        .where(and_(E.id > after_id, E.created_at < upto_created, E.hash.is_not(None)))
+        .order_by(E.id)
+        .limit(limit)
+    )
+    return [
+        (int(row.id), leaf(int(row.id), str(row.task_id), time_text(row.created_at), row.hash))
+        for row in rows
+    ]
+
+
+async def add_checkpoint(conn: AsyncConnection, values: dict[str, Any]) -> None:
+    await conn.execute(insert(checkpoints).values(**values))
