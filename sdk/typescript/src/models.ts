@@ -61,6 +61,21 @@ export interface ApprovalProgress {
   [extra: string]: unknown;
 }
 
+/** One field of the subject a reviewer asked to change, and why. */
+export interface FieldFeedback {
+  path: string;
+  reason: string;
+}
+
+/** What a reviewer asked to change: notes, fields with reasons, about which revision. */
+export interface ChangeRequest {
+  notes: string | null;
+  fields: FieldFeedback[];
+  revision: number | null;
+  by: string;
+  at: string;
+}
+
 /** One review task, as `GET /tasks/{id}` shows it. */
 export interface Task {
   id: string;
@@ -95,6 +110,10 @@ export interface Task {
   policy?: string | null;
   assigned_group?: string | null;
   summary?: Record<string, unknown> | null;
+  /** Whose move it is: reviewers, the producer (changes were asked for), or nobody. */
+  awaiting?: "reviewers" | "producer" | null;
+  /** The last feedback that asked for changes, kept until the task is decided again. */
+  change_request?: ChangeRequest | null;
   metadata?: Record<string, unknown> | null;
   /** Only in claim answers. */
   lease_token?: string | null;
@@ -106,6 +125,11 @@ export interface Task {
   execution_lease_expires_at?: string | null;
   traceparent?: string | null;
   [extra: string]: unknown;
+}
+
+/** Sent back for changes: revise the subject and the task returns to review. */
+export function changesRequested(task: Task): boolean {
+  return task.status === "RESOLVED" && task.awaiting === "producer";
 }
 
 /** Waiting for a person (pending or claimed). */

@@ -889,6 +889,31 @@ export interface components {
             items: components["schemas"]["AuditEventOut"][];
         };
         /**
+         * ChangeRequestOut
+         * @description What a reviewer asked to change: notes, fields with reasons, about which revision.
+         */
+        ChangeRequestOut: {
+            /** Notes */
+            notes: string | null;
+            /** Fields */
+            fields: components["schemas"]["FieldFeedback"][];
+            /**
+             * Revision
+             * @description The revision the feedback is about.
+             */
+            revision: number | null;
+            /**
+             * By
+             * @description Who asked for the changes.
+             */
+            by: string;
+            /**
+             * At
+             * @description RFC 3339, UTC
+             */
+            at: string;
+        };
+        /**
          * Decision
          * @enum {string}
          */
@@ -1070,6 +1095,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Awaiting
+             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
+            /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
              */
@@ -1193,6 +1225,22 @@ export interface components {
          * @enum {string}
          */
         ExecutionStatus: "EXECUTING" | "COMPLETED" | "FAILED";
+        /**
+         * FieldFeedback
+         * @description One field of the subject that should change, and why.
+         */
+        FieldFeedback: {
+            /**
+             * Path
+             * @description A JSON Pointer (RFC 6901) into the subject, e.g. `/title`.
+             */
+            path: string;
+            /**
+             * Reason
+             * @description Why it should change (required).
+             */
+            reason: string;
+        };
         /** FieldProblem */
         FieldProblem: {
             /** Field */
@@ -1336,6 +1384,13 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /**
+             * Awaiting
+             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1525,6 +1580,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Awaiting
+             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
+            /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
              */
@@ -1652,6 +1714,13 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /**
+             * Awaiting
+             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1874,6 +1943,13 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /**
+             * Awaiting
+             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -3841,6 +3917,14 @@ export interface operations {
                     resolution_payload?: {
                         [key: string]: unknown;
                     } | null;
+                    /**
+                     * Fields
+                     * @description Only with a decision that asks for changes (`REVISION_REQUESTED`): the subject's fields that should change, each with its reason. Kept, with the notes, as the task's `change_request` until the task is decided again.
+                     */
+                    fields?: {
+                        path: string;
+                        reason: string;
+                    }[] | null;
                 };
             };
         };

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
+from signoff.api.feedback_schemas import FIELDS_SCHEMA, ChangeRequestOut, FieldFeedback
 from signoff.domain.approval_rules import MAX_STAGES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
 from signoff.domain.states import Decision, Role
@@ -69,6 +70,13 @@ class ResolveRequest(DecisionRequest):
     """The decision under a lease, with an optional payload for the source system."""
 
     resolution_payload: dict[str, Any] | None = None
+    # Inline (request bodies are documented from the model's own schema, without $defs).
+    fields: Annotated[list[FieldFeedback] | None, WithJsonSchema(FIELDS_SCHEMA)] = Field(
+        default=None,
+        description="Only with a decision that asks for changes (`REVISION_REQUESTED`): "
+        "the subject's fields that should change, each with its reason. Kept, with the "
+        "notes, as the task's `change_request` until the task is decided again.",
+    )
 
 
 class VoteRequest(DecisionRequest):
@@ -196,6 +204,16 @@ class TaskOut(BaseModel):
     execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
     execution_lease_expires_at: str | None = Field(
         default=None, description="While an execution lease lives: when it lapses."
+    )
+    awaiting: Literal["reviewers", "producer"] | None = Field(
+        default=None,
+        description="Whose move it is: `reviewers` in review, `producer` after a decision "
+        "that asks for changes (until the next revision), null once settled.",
+    )
+    change_request: ChangeRequestOut | None = Field(
+        default=None,
+        description="The feedback of the last decision that asked for changes, kept until "
+        "the task is decided again (so the next revision is reviewed beside it).",
     )
     metadata: dict[str, Any] | None = Field(
         default=None,

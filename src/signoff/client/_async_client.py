@@ -264,6 +264,7 @@ class AsyncSignoff:
         resolution_payload: Mapping[str, Any] | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        fields: Sequence[Mapping[str, str]] | None = None,
     ) -> Task:
         return await self._runner.run(
             ops.resolve(
@@ -274,6 +275,7 @@ class AsyncSignoff:
                 resolution_payload=resolution_payload,
                 revision=revision,
                 digest=digest,
+                fields=fields,
             )
         )
 

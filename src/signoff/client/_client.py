@@ -293,9 +293,12 @@ class Signoff:
         resolution_payload: Mapping[str, Any] | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        fields: Sequence[Mapping[str, str]] | None = None,
     ) -> Task:
         """Record a decision. Pass the claimed :class:`Task` to resolve the revision it shows
-        under its lease, or a task id with ``lease_token`` (and ``revision``/``digest``)."""
+        under its lease, or a task id with ``lease_token`` (and ``revision``/``digest``).
+        ``fields``: with ``REVISION_REQUESTED``, the subject's fields that should change,
+        ``[{"path": "/title", "reason": "..."}]``."""
         return self._runner.run(
             ops.resolve(
                 task,
@@ -305,6 +308,7 @@ class Signoff:
                 resolution_payload=resolution_payload,
                 revision=revision,
                 digest=digest,
+                fields=fields,
             )
         )
 

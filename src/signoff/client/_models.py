@@ -125,6 +125,23 @@ class ApprovalProgress(_Model):
     text: str
 
 
+class FieldFeedback(_Model):
+    """One field of the subject a reviewer asked to change, and why."""
+
+    path: str
+    reason: str
+
+
+class ChangeRequest(_Model):
+    """What a reviewer asked to change (the task waits on its producer's next revision)."""
+
+    notes: str | None = None
+    fields: list[FieldFeedback] = Field(default_factory=list)
+    revision: int | None = None
+    by: str
+    at: datetime
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -163,6 +180,14 @@ class Task(_Model):
     policy: str | None = None
     assigned_group: str | None = None
     summary: dict[str, Any] | None = None
+    awaiting: str | None = Field(
+        default=None,
+        description="Whose move it is: reviewers, producer (changes were asked for), or null.",
+    )
+    change_request: ChangeRequest | None = Field(
+        default=None,
+        description="The last feedback that asked for changes, kept until the next decision.",
+    )
     metadata: dict[str, Any] | None = Field(
         default=None, description="The producer's own correlation data, as escalated."
     )
@@ -192,6 +217,12 @@ class Task(_Model):
     def is_decided(self) -> bool:
         """A person recorded a decision that still stands (RESOLVED)."""
         return self.status == "RESOLVED" and self.decision is not None
+
+    @property
+    def changes_requested(self) -> bool:
+        """A reviewer sent the work back: revise the subject (``change_request`` says what
+        and why) and the task returns to review; nothing may execute until then."""
+        return self.status == "RESOLVED" and self.awaiting == "producer"
 
     @property
     def is_approved(self) -> bool:

@@ -372,6 +372,7 @@ def resolve(
     resolution_payload: Mapping[str, Any] | None,
     revision: int | None,
     digest: str | None,
+    fields: Sequence[Mapping[str, str]] | None = None,
 ) -> Op[Task]:
     """Resolve under the lease. Given the claimed :class:`Task`, the revision and digest the
     reviewer saw are taken from it (the identical resolve repeated is idempotent)."""
@@ -385,6 +386,7 @@ def resolve(
         "resolution_payload": resolution_payload,
         "revision": revision,
         "digest": digest,
+        "fields": [dict(f) for f in fields] if fields else None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call(

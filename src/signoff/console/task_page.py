@@ -165,6 +165,17 @@ async def _task_values(
     }
 
 
+def form_fields(text: str) -> list[dict[str, str]] | None:
+    """The form's "fields to change": one per line, the field's JSON Pointer, a space, and
+    the reason. Read as written; the decision's rules check them (``fields[i]…``)."""
+    found = []
+    for line in text.splitlines():
+        path, _, reason = line.strip().partition(" ")
+        if path:
+            found.append({"path": path, "reason": reason.strip()})
+    return found or None
+
+
 def _earlier_decisions(trail: list[dict[str, Any]], me: str) -> list[dict[str, Any]]:
     """This reviewer's decisions on earlier revisions, with their notes (kept in the
     audit trail when a new revision cleared them)."""
@@ -371,6 +382,7 @@ async def _decide(
             problem = f"The resolution payload is not valid JSON: {error.message}"
             refusal = error
     digest = str(form.get("digest") or "") or None
+    fields = form_fields(str(form.get("fields") or ""))
     if problem is not None:
         notice = Notice(problem, "error", refusal)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
@@ -385,6 +397,7 @@ async def _decide(
             resolution_payload=payload,
             revision=revision,
             digest=digest,
+            fields=fields,
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is

@@ -74,6 +74,12 @@ class DecisionRule:
     ``approval_ttl_seconds`` (or ``SIGNOFF_APPROVAL_TTL_SECONDS``), and lets the
     execution gate go on to check the approval itself."""
     after_revision: AfterRevision
+    asks_for_changes: bool
+    """The decision sends the work back to its producer: the task waits on the producer
+    (out of every reviewer's queue) until its next revision returns it to review, and the
+    decision may name the fields that should change, each with its reason. The notes and
+    those fields are kept as the task's ``change_request``, shown beside the next
+    revision's diff."""
     execution_refusal: RefusalReason | None
     """What an execute attempt on a task decided this way is told; ``None`` exactly when
     the decision grants an approval (the gate then checks revision, expiry and authority)."""
@@ -93,6 +99,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=True,
             after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
             execution_refusal=None,
         ),
         Decision.REJECTED: DecisionRule(
@@ -107,6 +114,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=False,
             after_revision=AfterRevision.REFUSE,
+            asks_for_changes=False,
             execution_refusal=RefusalReason.REJECTED,
         ),
         Decision.REVISION_REQUESTED: DecisionRule(
@@ -121,6 +129,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=False,
             after_revision=AfterRevision.REOPEN,
+            asks_for_changes=True,
             execution_refusal=RefusalReason.REVISION_REQUESTED,
         ),
     }

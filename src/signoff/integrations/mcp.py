@@ -82,7 +82,9 @@ INSTRUCTIONS = (
     "before acting on it. request_human_review returns a task_id; wait_for_decision waits "
     f"for the person's decision ({', '.join(DECISIONS)}, with notes). "
     "Act only on APPROVED, and only on exactly what was reviewed: call begin_execution with "
-    "the subject you are about to act on, act only if it succeeds, then complete_execution."
+    "the subject you are about to act on, act only if it succeeds, then complete_execution. "
+    "When changes_requested is true, change_request says what to change and why: call "
+    "request_human_review again with the same key and the revised subject, and wait again."
 )
 
 
@@ -118,6 +120,14 @@ def review_view(
         "revision": task.current_revision,
         "digest": task.digest,
         "decided_by": task.operator_id if decided else None,
+        # Sent back for changes: its own outcome, with what to change and why; revise the
+        # subject (request_human_review again with the new subject) to return it to review.
+        "changes_requested": decided and task.changes_requested,
+        "change_request": (
+            task.change_request.model_dump(mode="json")
+            if decided and task.changes_requested and task.change_request
+            else None
+        ),
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
         "headline": task.headline.title if task.headline is not None else None,

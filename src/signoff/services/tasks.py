@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from signoff.domain.change_requests import change_request, checked_fields
 from signoff.domain.decisions import checked_notes
 from signoff.domain.params import decode_token
 from signoff.domain.states import (
@@ -86,12 +87,14 @@ async def resolve(
     operator_id: str | None = None,
     revision: int | None = None,
     digest: str | None = None,
+    fields: object = None,
 ) -> Task:
     """Record the decision under a live lease: after a lapse the holder renews first.
 
     Every door decides through here, under the decision rules
     (:mod:`signoff.domain.decisions`): the notes the decision needs and their one limit
-    are checked before anything is written; the subject it needs and who may not make it
+    (and the fields a change request names, with their reasons) are checked before
+    anything is written; the subject it needs and who may not make it
     are conditions of the write itself. On a task with a subject the decision names the
     ``revision`` and ``digest`` reviewed; an approval is bound to them and to the
     approver's key, and expires after the task's ``approval_ttl_seconds`` (or
@@ -109,8 +112,12 @@ async def resolve(
     require_role(principal, step.roles, "resolve tasks")
     require_operator(principal, operator_id)
     notes = checked_notes(decision, notes)
+    named = checked_fields(decision, fields)
     task_id = parse_task_id(raw_task_id)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
+    feedback = change_request(
+        decision, notes=notes, fields=named, revision=revision, by=principal.principal_id, at=now
+    )
     outcome = await ctx.database.writes.resolve(
         lease_for(ctx, principal, now, token_hash),
         task_id,
@@ -121,6 +128,7 @@ async def resolve(
             revision=revision,
             digest=digest,
             approval_ttl_seconds=ctx.settings.approval_ttl_seconds,
+            change_request=feedback,
         ),
     )
     if isinstance(outcome, Task):
@@ -137,6 +145,7 @@ async def resolve(
             decision=decision.value,
             notes=notes,
             resolution_payload=resolution_payload,
+            fields=named,
         )
     ):
         return current

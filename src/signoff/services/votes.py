@@ -31,6 +31,7 @@ from signoff.domain.approval_rules import (
     votes_from_json,
 )
 from signoff.domain.ballots import Receipt, already_voted, receipt, retried, retry_receipt
+from signoff.domain.change_requests import change_request
 from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
@@ -200,6 +201,15 @@ async def _decide(
         "claimed_by": None,
         "lease_token_hash": None,
         "lease_expires_at": None,
+        # A vetoing change request is kept like one made by a single reviewer (notes only).
+        "change_request": change_request(
+            decision,
+            notes=deciding.notes,
+            fields=[],
+            revision=task.current_revision,
+            by=principal.principal_id,
+            at=now,
+        ),
     }
     if rule_for(decision).grants_approval:
         values |= {

@@ -280,6 +280,7 @@ async def resolve_task(
     resolution_payload: Any,
     revision: int | None,
     digest: str | None,
+    change_request: dict[str, Any] | None = None,
 ) -> Task | None:
     """Record the decision, only under a live lease held with the current token, naming
     the current revision and digest when the task has a subject, and as the decision
@@ -300,6 +301,7 @@ async def resolve_task(
         "decision": decision.value,
         "notes": notes,
         "resolution_payload": resolution_payload,
+        "change_request": change_request,
         "operator_id": holder,
         "resolved_at": now,
     }

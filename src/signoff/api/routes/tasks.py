@@ -176,6 +176,7 @@ async def resolve(
         operator_id=body.operator_id,
         revision=body.revision,
         digest=body.digest,
+        fields=[f.model_dump() for f in body.fields] if body.fields else None,
     )
     return json_response(view_for(caller, task, context.now()))
 

@@ -85,6 +85,9 @@ review_tasks = Table(
     # What is being approved, in one line (:mod:`signoff.domain.headline`): the producer's
     # declaration bound to the current revision, or the default from entity and reason.
     Column("headline", JsonText),
+    # The feedback of the last decision that asked for changes (notes, the fields named
+    # with their reasons, the revision, who and when), kept until the next decision.
+    Column("change_request", JsonText),
     # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",

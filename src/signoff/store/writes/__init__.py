@@ -82,6 +82,9 @@ class Resolution:
     revision: int | None
     digest: str | None
     approval_ttl_seconds: int | None
+    change_request: dict[str, Any] | None = None
+    """The feedback kept on the task (a decision that asks for changes), else ``None``:
+    every decision replaces the one before."""
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,7 @@ async def resolve(
             decision=decision,
             notes=resolution.notes,
             resolution_payload=resolution.resolution_payload,
+            change_request=resolution.change_request,
             revision=resolution.revision,
             digest=resolution.digest,
         )

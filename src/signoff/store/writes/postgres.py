@@ -123,6 +123,7 @@ class PostgresWrites(TaskWrites):
                 "decision": resolution.decision.value,
                 "notes": resolution.notes,
                 "payload": oneshot.encode_json(resolution.resolution_payload),
+                "change_request": oneshot.encode_json(resolution.change_request),
                 "key_id": lease.principal.key_id,
                 "default_ttl": resolution.approval_ttl_seconds,
                 "revision": resolution.revision,

@@ -1,0 +1,43 @@
+"""Change requests: the feedback a decision that asks for changes leaves on the task
+(``review_tasks.change_request``: notes, the fields named with their reasons, the
+revision, who and when; see :mod:`signoff.domain.change_requests`). On PostgreSQL the
+group function of escalations that writes the new column and shows it in the events
+(``signoff_escalate_group_0020``, defined in the ``.sql`` file beside this one; the one of
+0017 is dropped, and put back on downgrade).
+
+Revision ID: 0020
+Revises: 0019
+Create Date: 2026-12-07
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0020"
+down_revision: str | None = "0019"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+OLD_FUNCTION = "signoff_escalate_group_0017(jsonb, text)"
+NEW_FUNCTION = "signoff_escalate_group_0020(jsonb, text)"
+HERE = Path(__file__).parent
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    with op.batch_alter_table("review_tasks") as batch_op:
+        batch_op.add_column(sa.Column("change_request", sa.Text(), nullable=True))
+    if bind.dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION IF EXISTS {OLD_FUNCTION}")
+        op.execute((HERE / "0020_change_requests.sql").read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION {NEW_FUNCTION}")
+        op.execute((HERE / "0017_headlines.sql").read_text(encoding="utf-8"))
+    with op.batch_alter_table("review_tasks") as batch_op:
+        batch_op.drop_column("change_request")
