@@ -9,7 +9,11 @@ import uuid
 from typing import Any
 
 from tests.integration.test_approvals import SUBJECT, execute, new_subject_task, revise
+from tests.integration.test_timeouts import timed
+from tests.integration.test_waiting import sweep
 from tests.support import LiveServer
+
+__all__ = ["timed"]  # the fixture, shared with test_timeouts.py
 
 FIELDS = [
     {"path": "/body", "reason": "cite the source of the 12%"},
@@ -109,3 +113,27 @@ def test_changes_asked_for_wait_on_the_producer_and_come_back_with_the_feedback(
     done = other.resolve(task["id"], claimed["lease_token"], pin2 | {"decision": "APPROVED"})
     assert (done.json()["awaiting"], done.json()["change_request"]) == (None, None)
     assert execute(producer, task["id"], 2, review["digest"]).status_code == 200
+
+
+def test_deadlines_keep_counting_while_the_producer_revises(timed: LiveServer) -> None:
+    """Nothing fires while the task waits on its producer; its deadline is not moved, so a
+    revision after it returns a task the next sweep decides as its time limit says."""
+    producer = timed.new_client("producer", "agent-7")
+    editor = timed.new_client("reviewer", "editor-1")
+    task = new_subject_task(producer, timeout={"after_seconds": 60, "outcome": "reject"})
+    token = editor.claim(task["id"]).json()["lease_token"]
+    pin = {"revision": 1, "digest": task["digest"], "notes": "Source?"}
+    editor.resolve(task["id"], token, pin | {"decision": "REVISION_REQUESTED"})
+    timed.clock.advance(120)
+    assert sweep(timed) == 0
+    waiting = producer.get(f"/tasks/{task['id']}").json()
+    assert (waiting["status"], waiting["awaiting"]) == ("RESOLVED", "producer")
+    back = revise(producer, task["id"], 1, SUBJECT | {"body": "Revenue grew 12% (S01)."})
+    assert back.json()["deadline_at"] == task["deadline_at"]
+    assert sweep(timed) == 1
+    decided = producer.get(f"/tasks/{task['id']}").json()
+    assert (decided["decision"], decided["operator_id"], decided["awaiting"]) == (
+        "REJECTED",
+        "signoff-sweeper",
+        None,
+    )

@@ -205,8 +205,9 @@ def rules_markdown() -> str:
     yes = {True: "yes", False: "no"}
     lines = [
         "| decision | button (key) | needs a subject | notes | the producer's principal may make it"
-        " | grants an approval (expires, opens the gate) | a new revision then | execute is told |",
-        "|---|---|---|---|---|---|---|---|",
+        " | grants an approval (expires, opens the gate) | waits on the producer (fields with"
+        " reasons) | a new revision then | execute is told |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     after = {
         AfterRevision.RECONSIDER: "invalidates it (material change) or carries it forward",
@@ -219,6 +220,7 @@ def rules_markdown() -> str:
         lines.append(
             f"| `{rule.decision.value}` | {rule.label} (`{rule.shortcut}`)"
             f" | {yes[rule.needs_subject]} | {notes} | {yes[rule.producer_may_decide]}"
-            f" | {yes[rule.grants_approval]} | {after[rule.after_revision]} | {refusal} |"
+            f" | {yes[rule.grants_approval]} | {yes[rule.asks_for_changes]}"
+            f" | {after[rule.after_revision]} | {refusal} |"
         )
     return "\n".join(lines) + "\n"
