@@ -2,7 +2,7 @@
 import type { components } from "./openapi.generated.js";
 
 /** A decision a person can make. */
-export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
 /** A task's status. */
 export type TaskStatus = "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
 /** What happens when the producer's time limit runs out (never an approval). */
@@ -110,6 +110,8 @@ export interface Task {
   policy?: string | null;
   assigned_group?: string | null;
   summary?: Record<string, unknown> | null;
+  /** JSON Pointers a reviewer may edit before approving (null: no edits). */
+  editable?: string[] | null;
   /** Whose move it is: reviewers, the producer (changes were asked for), or nobody. */
   awaiting?: "reviewers" | "producer" | null;
   /** The last feedback that asked for changes, kept until the task is decided again. */
@@ -125,6 +127,11 @@ export interface Task {
   execution_lease_expires_at?: string | null;
   traceparent?: string | null;
   [extra: string]: unknown;
+}
+
+/** A reviewer edited the subject and approved the edit: run revision `approved_revision`. */
+export function isEdited(task: Task): boolean {
+  return task.status === "RESOLVED" && task.decision === "APPROVED_WITH_EDITS";
 }
 
 /** Sent back for changes: revise the subject and the task returns to review. */

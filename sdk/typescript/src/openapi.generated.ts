@@ -917,7 +917,7 @@ export interface components {
          * Decision
          * @enum {string}
          */
-        Decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+        Decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
         /** DeliveryAttemptOut */
         DeliveryAttemptOut: {
             /** Attempt */
@@ -1095,8 +1095,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Editable
+             * @description JSON Pointers a reviewer may edit before approving (null: no edits).
+             */
+            editable?: string[] | null;
+            /**
              * Awaiting
-             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             * @description Whose move: `reviewers`, `producer` (changes asked), null.
              */
             awaiting?: ("reviewers" | "producer") | null;
             /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
@@ -1385,8 +1390,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Editable
+             * @description JSON Pointers a reviewer may edit before approving (null: no edits).
+             */
+            editable?: string[] | null;
+            /**
              * Awaiting
-             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             * @description Whose move: `reviewers`, `producer` (changes asked), null.
              */
             awaiting?: ("reviewers" | "producer") | null;
             /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
@@ -1580,8 +1590,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Editable
+             * @description JSON Pointers a reviewer may edit before approving (null: no edits).
+             */
+            editable?: string[] | null;
+            /**
              * Awaiting
-             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             * @description Whose move: `reviewers`, `producer` (changes asked), null.
              */
             awaiting?: ("reviewers" | "producer") | null;
             /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
@@ -1715,8 +1730,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Editable
+             * @description JSON Pointers a reviewer may edit before approving (null: no edits).
+             */
+            editable?: string[] | null;
+            /**
              * Awaiting
-             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             * @description Whose move: `reviewers`, `producer` (changes asked), null.
              */
             awaiting?: ("reviewers" | "producer") | null;
             /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
@@ -1944,8 +1964,13 @@ export interface components {
              */
             execution_lease_expires_at?: string | null;
             /**
+             * Editable
+             * @description JSON Pointers a reviewer may edit before approving (null: no edits).
+             */
+            editable?: string[] | null;
+            /**
              * Awaiting
-             * @description Whose move it is: `reviewers` in review, `producer` after a decision that asks for changes (until the next revision), null once settled.
+             * @description Whose move: `reviewers`, `producer` (changes asked), null.
              */
             awaiting?: ("reviewers" | "producer") | null;
             /** @description The feedback of the last decision that asked for changes, kept until the task is decided again (so the next revision is reviewed beside it). */
@@ -2828,6 +2853,7 @@ export interface operations {
                     source_revisions?: string[];
                     material_paths?: string[];
                     approval_ttl_seconds?: number;
+                    editable?: string[];
                     /** Format: date-time */
                     deadline?: string;
                     /** Format: date-time */
@@ -3892,7 +3918,7 @@ export interface operations {
                  */
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
                     /**
                      * Notes
                      * @description Required to reject and to request a revision; at most 10,000 characters.
@@ -3918,8 +3944,15 @@ export interface operations {
                         [key: string]: unknown;
                     } | null;
                     /**
+                     * Subject
+                     * @description With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` paths may differ): the next revision, by the reviewer, is what is approved.
+                     */
+                    subject?: {
+                        [key: string]: unknown;
+                    } | null;
+                    /**
                      * Fields
-                     * @description Only with a decision that asks for changes (`REVISION_REQUESTED`): the subject's fields that should change, each with its reason. Kept, with the notes, as the task's `change_request` until the task is decided again.
+                     * @description With `REVISION_REQUESTED` only: fields to change, each with its reason; kept with the notes as `change_request` until the next decision.
                      */
                     fields?: {
                         path: string;
@@ -4036,7 +4069,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_LEASE_LOST, ERR_STATE_CONFLICT, ERR_TASK_EXPIRED, ERR_TASK_CANCELLED, ERR_LEASE_EXPIRED, ERR_STALE_REVISION, ERR_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_LEASE_LOST, ERR_STATE_CONFLICT, ERR_TASK_EXPIRED, ERR_TASK_CANCELLED, ERR_LEASE_EXPIRED, ERR_STALE_REVISION, ERR_DECIDED_BY_VOTES, ERR_REVISION_LIMIT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4054,7 +4087,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_LEASE_LOST" | "ERR_STATE_CONFLICT" | "ERR_TASK_EXPIRED" | "ERR_TASK_CANCELLED" | "ERR_LEASE_EXPIRED" | "ERR_STALE_REVISION" | "ERR_DECIDED_BY_VOTES";
+                        error_code?: "ERR_LEASE_LOST" | "ERR_STATE_CONFLICT" | "ERR_TASK_EXPIRED" | "ERR_TASK_CANCELLED" | "ERR_LEASE_EXPIRED" | "ERR_STALE_REVISION" | "ERR_DECIDED_BY_VOTES" | "ERR_REVISION_LIMIT";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -4084,7 +4117,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_NOT_EDITABLE, ERR_HEADLINE_FIELD, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4092,17 +4125,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_NOT_EDITABLE",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_NOT_EDITABLE)",
+                     *       "error_code": "ERR_NOT_EDITABLE",
+                     *       "message": "why this request was refused (ERR_NOT_EDITABLE)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_NOT_EDITABLE" | "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -6131,7 +6164,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
                     /**
                      * Notes
                      * @description Required to reject and to request a revision; at most 10,000 characters.
@@ -8022,7 +8055,7 @@ export interface operations {
             content: {
                 "application/x-www-form-urlencoded": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
                     /** @description Required to reject and to request a revision; at most 10,000 characters. */
                     notes?: string;
                     /** @description The form token from the page (GET /r/{token}). */
@@ -8037,7 +8070,7 @@ export interface operations {
                  */
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
                     /** @description Required to reject and to request a revision; at most 10,000 characters. */
                     notes?: string;
                     /** @description Required on a task with a subject. */

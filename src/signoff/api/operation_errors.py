@@ -90,6 +90,9 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
         ErrorCode.LEASE_EXPIRED,
         ErrorCode.STALE_REVISION,
         ErrorCode.DECIDED_BY_VOTES,
+        ErrorCode.NOT_EDITABLE,
+        ErrorCode.HEADLINE_FIELD,
+        ErrorCode.REVISION_LIMIT,
     ),
     "POST /tasks/{task_id}/votes": (
         ErrorCode.FORBIDDEN,

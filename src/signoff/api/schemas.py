@@ -70,12 +70,16 @@ class ResolveRequest(DecisionRequest):
     """The decision under a lease, with an optional payload for the source system."""
 
     resolution_payload: dict[str, Any] | None = None
+    subject: dict[str, Any] | None = Field(
+        default=None,
+        description="With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` "
+        "paths may differ): the next revision, by the reviewer, is what is approved.",
+    )
     # Inline (request bodies are documented from the model's own schema, without $defs).
     fields: Annotated[list[FieldFeedback] | None, WithJsonSchema(FIELDS_SCHEMA)] = Field(
         default=None,
-        description="Only with a decision that asks for changes (`REVISION_REQUESTED`): "
-        "the subject's fields that should change, each with its reason. Kept, with the "
-        "notes, as the task's `change_request` until the task is decided again.",
+        description="With `REVISION_REQUESTED` only: fields to change, each with its reason; "
+        "kept with the notes as `change_request` until the next decision.",
     )
 
 
@@ -205,10 +209,12 @@ class TaskOut(BaseModel):
     execution_lease_expires_at: str | None = Field(
         default=None, description="While an execution lease lives: when it lapses."
     )
-    awaiting: Literal["reviewers", "producer"] | None = Field(
+    editable: list[str] | None = Field(
         default=None,
-        description="Whose move it is: `reviewers` in review, `producer` after a decision "
-        "that asks for changes (until the next revision), null once settled.",
+        description="JSON Pointers a reviewer may edit before approving (null: no edits).",
+    )
+    awaiting: Literal["reviewers", "producer"] | None = Field(
+        default=None, description="Whose move: `reviewers`, `producer` (changes asked), null."
     )
     change_request: ChangeRequestOut | None = Field(
         default=None,

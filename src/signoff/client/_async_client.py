@@ -101,6 +101,7 @@ class AsyncSignoff:
         approval_rule: Mapping[str, Any] | str | None = None,
         requested_by: str | None = None,
         headline: Mapping[str, Any] | None = None,
+        editable: Sequence[str] | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -128,6 +129,7 @@ class AsyncSignoff:
             approval_rule=approval_rule,
             requested_by=requested_by,
             headline=headline,
+            editable=editable,
         )
         return await self._runner.run(
             ops.escalate(
@@ -215,6 +217,14 @@ class AsyncSignoff:
         through :meth:`get_revision`)."""
         return await self._runner.run(ops.revisions(task_id))
 
+    async def approved_subject(self, task: Task) -> dict[str, Any]:
+        """The subject the task's approval covers: as the producer sent it, or as a
+        reviewer edited it (``task.edited``). Run exactly this, and name it to the
+        execution gate."""
+        if task.approved_revision is None:
+            raise ValueError(f"task {task.id} has no approval")
+        return dict((await self.get_revision(task, task.approved_revision)).subject or {})
+
     async def get_revision(self, task_id: str | Task, revision: int | None = None) -> Revision:
         """One revision with its ``subject`` (the current one when ``revision`` is None)."""
         return await self._runner.run(ops.get_revision(task_id, revision))
@@ -265,6 +275,7 @@ class AsyncSignoff:
         revision: int | None = None,
         digest: str | None = None,
         fields: Sequence[Mapping[str, str]] | None = None,
+        subject: Mapping[str, Any] | None = None,
     ) -> Task:
         return await self._runner.run(
             ops.resolve(
@@ -276,6 +287,7 @@ class AsyncSignoff:
                 revision=revision,
                 digest=digest,
                 fields=fields,
+                subject=subject,
             )
         )
 

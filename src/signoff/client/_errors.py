@@ -393,6 +393,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_VALIDATION",
         "ERR_READ_ONLY_FIELD",
         "ERR_HEADLINE_FIELD",
+        "ERR_NOT_EDITABLE",
         "ERR_WEBHOOK_URL_FORBIDDEN",
         "ERR_UNKNOWN_POLICY",
         "ERR_UNKNOWN_GROUP",

@@ -34,7 +34,7 @@ __all__ = [
 
 #: A decision a person can make, in the server's order (held equal to the server's
 #: decision rules by a test; the SDK imports nothing of the server).
-Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
+Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED", "APPROVED_WITH_EDITS"]
 #: A task's status (held equal to the server's by a test).
 TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
@@ -180,6 +180,9 @@ class Task(_Model):
     policy: str | None = None
     assigned_group: str | None = None
     summary: dict[str, Any] | None = None
+    editable: list[str] | None = Field(
+        default=None, description="JSON Pointers a reviewer may edit before approving."
+    )
     awaiting: str | None = Field(
         default=None,
         description="Whose move it is: reviewers, producer (changes were asked for), or null.",
@@ -226,7 +229,15 @@ class Task(_Model):
 
     @property
     def is_approved(self) -> bool:
-        return self.status == "RESOLVED" and self.decision == "APPROVED"
+        """Approved as it was, or as a reviewer edited it (:attr:`edited`)."""
+        return self.status == "RESOLVED" and self.decision in ("APPROVED", "APPROVED_WITH_EDITS")
+
+    @property
+    def edited(self) -> bool:
+        """A reviewer edited the subject and approved the edit: what may run is revision
+        ``approved_revision`` (its author is the reviewer), read it with
+        :meth:`Signoff.approved_subject`; the execution gate accepts only its digest."""
+        return self.status == "RESOLVED" and self.decision == "APPROVED_WITH_EDITS"
 
     @property
     def timed_out(self) -> bool:

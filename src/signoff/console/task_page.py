@@ -16,6 +16,7 @@ from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
 from signoff.console import changes, compare, review_session, views, wording
+from signoff.console import edits as console_edits
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.headline_words import confirm_text
@@ -32,7 +33,7 @@ from signoff.console.shared import (
     service_context,
 )
 from signoff.domain.clock import rfc3339
-from signoff.domain.decisions import parse_decision
+from signoff.domain.decisions import parse_decision, rule_for
 from signoff.domain.json_input import parse_json_strict
 from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
@@ -132,6 +133,7 @@ async def _task_values(
         "trace_id": bundle.get("trace_id"),
         "revision": revision,
         "subject_rows": views.flatten(subject) if subject is not None else [],
+        "edit_fields": console_edits.edit_fields(task, subject),
         "subject_actions": (subject or {}).get("actions") or [],
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
@@ -383,6 +385,18 @@ async def _decide(
             refusal = error
     digest = str(form.get("digest") or "") or None
     fields = form_fields(str(form.get("fields") or ""))
+    edited = None
+    if problem is None and rule_for(decision).edits_subject and revision is not None:
+        try:
+            shown = await approval_service.get_revision(
+                context, principal, task_id, revision, as_viewed=False
+            )
+        except SignoffError as error:
+            problem, refusal = error.message, error
+        else:
+            edited = console_edits.edited_subject(
+                shown["subject"], {k: v[0] for k, v in form.fields.items() if v}
+            )
     if problem is not None:
         notice = Notice(problem, "error", refusal)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
@@ -398,6 +412,7 @@ async def _decide(
             revision=revision,
             digest=digest,
             fields=fields,
+            subject=edited,
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is

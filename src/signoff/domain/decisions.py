@@ -80,6 +80,10 @@ class DecisionRule:
     decision may name the fields that should change, each with its reason. The notes and
     those fields are kept as the task's ``change_request``, shown beside the next
     revision's diff."""
+    edits_subject: bool
+    """The decision carries the reviewer's edit of the subject: only the paths the
+    producer declared ``editable`` may change; it becomes a new revision authored by the
+    reviewer, and the decision (an approval) is bound to that revision and digest."""
     execution_refusal: RefusalReason | None
     """What an execute attempt on a task decided this way is told; ``None`` exactly when
     the decision grants an approval (the gate then checks revision, expiry and authority)."""
@@ -100,6 +104,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             grants_approval=True,
             after_revision=AfterRevision.RECONSIDER,
             asks_for_changes=False,
+            edits_subject=False,
             execution_refusal=None,
         ),
         Decision.REJECTED: DecisionRule(
@@ -115,6 +120,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             grants_approval=False,
             after_revision=AfterRevision.REFUSE,
             asks_for_changes=False,
+            edits_subject=False,
             execution_refusal=RefusalReason.REJECTED,
         ),
         Decision.REVISION_REQUESTED: DecisionRule(
@@ -130,7 +136,24 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             grants_approval=False,
             after_revision=AfterRevision.REOPEN,
             asks_for_changes=True,
+            edits_subject=False,
             execution_refusal=RefusalReason.REVISION_REQUESTED,
+        ),
+        Decision.APPROVED_WITH_EDITS: DecisionRule(
+            decision=Decision.APPROVED_WITH_EDITS,
+            label="Edit and approve",
+            verb="edit and approve",
+            shortcut="e",
+            tone="approve",
+            needs_subject=True,
+            notes_required=False,
+            notes_hint="optional; say what you changed and why",
+            producer_may_decide=False,
+            grants_approval=True,
+            after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
+            edits_subject=True,
+            execution_refusal=None,
         ),
     }
 )
@@ -146,9 +169,14 @@ def decisions_where(predicate: str) -> tuple[Decision, ...]:
     return tuple(d for d, r in DECISION_RULES.items() if getattr(r, predicate) is True)
 
 
-def choices(*, has_subject: bool) -> tuple[DecisionRule, ...]:
-    """The decisions a person may choose on a task with or without a subject, in order."""
-    return tuple(r for r in DECISION_RULES.values() if has_subject or not r.needs_subject)
+def choices(*, has_subject: bool, editable: bool = False) -> tuple[DecisionRule, ...]:
+    """The decisions a person may choose on a task with or without a subject (and with or
+    without fields its producer declared ``editable``), in order."""
+    return tuple(
+        r
+        for r in DECISION_RULES.values()
+        if (has_subject or not r.needs_subject) and (editable or not r.edits_subject)
+    )
 
 
 def notes_rule() -> str:
@@ -206,8 +234,9 @@ def rules_markdown() -> str:
     lines = [
         "| decision | button (key) | needs a subject | notes | the producer's principal may make it"
         " | grants an approval (expires, opens the gate) | waits on the producer (fields with"
-        " reasons) | a new revision then | execute is told |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " reasons) | carries the reviewer's edit (a new revision) | a new revision then"
+        " | execute is told |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     after = {
         AfterRevision.RECONSIDER: "invalidates it (material change) or carries it forward",
@@ -221,6 +250,7 @@ def rules_markdown() -> str:
             f"| `{rule.decision.value}` | {rule.label} (`{rule.shortcut}`)"
             f" | {yes[rule.needs_subject]} | {notes} | {yes[rule.producer_may_decide]}"
             f" | {yes[rule.grants_approval]} | {yes[rule.asks_for_changes]}"
+            f" | {yes[rule.edits_subject]}"
             f" | {after[rule.after_revision]} | {refusal} |"
         )
     return "\n".join(lines) + "\n"

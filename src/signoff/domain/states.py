@@ -35,6 +35,9 @@ class Decision(StrEnum):
     REVISION_REQUESTED = "REVISION_REQUESTED"
     """The reviewer asks for changes (notes say which); a new revision of the
     subject sends the task back to review."""
+    APPROVED_WITH_EDITS = "APPROVED_WITH_EDITS"
+    """The reviewer edits the subject (only what the producer declared ``editable``) and
+    approves the edit: a new revision authored by the reviewer, the approval bound to it."""
 
 
 class ExecutionStatus(StrEnum):

@@ -100,6 +100,8 @@ class Task:
     """The first deadline, kept as given while the levels move ``deadline_at``."""
     headline: dict[str, Any] | None = None
     """The headline bound to the current revision (:mod:`signoff.domain.headline`)."""
+    editable: list[str] | None = None
+    """JSON Pointers of the subject a reviewer may edit before approving."""
     change_request: dict[str, Any] | None = None
     """The feedback of the last decision that asked for changes, kept until the task is
     decided again (:mod:`signoff.domain.change_requests`)."""
@@ -219,6 +221,7 @@ def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dic
         "policy": (task.escalation_policy or {}).get("name"),
         "assigned_group": task.assigned_group,
         "summary": _summary_view(task.summary),
+        "editable": task.editable,
         "awaiting": awaiting(task, status),
         "change_request": task.change_request,
     }

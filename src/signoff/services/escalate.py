@@ -287,6 +287,7 @@ def _new_task(
         digest=json_digest(proposal.subject) if proposal else None,
         material_paths=proposal.material_paths if proposal else None,
         approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
+        editable=proposal.editable if proposal else None,
         deadline_at=policy.first_deadline(now, waiting.deadline),
         due_at=policy.first_deadline(now, waiting.deadline),
         escalation_policy=policy.as_json(),

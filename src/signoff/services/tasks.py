@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.domain.change_requests import change_request, checked_fields
-from signoff.domain.decisions import checked_notes
+from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.params import decode_token
 from signoff.domain.states import (
     Action,
@@ -43,6 +43,7 @@ from signoff.services.common import (
     parse_task_id,
 )
 from signoff.services.context import ServiceContext
+from signoff.services.edits import prepared_edit
 from signoff.services.escalate import EscalationOutcome, escalate
 from signoff.services.leases import LeaseGrant, claim, claim_next, lease_for, release, renew
 from signoff.store import tasks as task_store
@@ -88,13 +89,15 @@ async def resolve(
     revision: int | None = None,
     digest: str | None = None,
     fields: object = None,
+    subject: object = None,
 ) -> Task:
     """Record the decision under a live lease: after a lapse the holder renews first.
 
     Every door decides through here, under the decision rules
     (:mod:`signoff.domain.decisions`): the notes the decision needs and their one limit
-    (and the fields a change request names, with their reasons) are checked before
-    anything is written; the subject it needs and who may not make it
+    (and the fields a change request names, with their reasons; an edit of the subject
+    against what its producer declared ``editable``) are checked before anything is
+    written; the subject it needs and who may not make it
     are conditions of the write itself. On a task with a subject the decision names the
     ``revision`` and ``digest`` reviewed; an approval is bound to them and to the
     approver's key, and expires after the task's ``approval_ttl_seconds`` (or
@@ -114,6 +117,12 @@ async def resolve(
     notes = checked_notes(decision, notes)
     named = checked_fields(decision, fields)
     task_id = parse_task_id(raw_task_id)
+    edit = None
+    if rule_for(decision).edits_subject:
+        edit = await prepared_edit(ctx, task_id, revision, subject)
+    elif subject is not None:
+        problem = f"is only for a decision that edits the subject, not to {rule_for(decision).verb}"
+        raise validation_error([FieldError("subject", problem)])
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     feedback = change_request(
         decision, notes=notes, fields=named, revision=revision, by=principal.principal_id, at=now
@@ -129,6 +138,7 @@ async def resolve(
             digest=digest,
             approval_ttl_seconds=ctx.settings.approval_ttl_seconds,
             change_request=feedback,
+            edit=edit,
         ),
     )
     if isinstance(outcome, Task):

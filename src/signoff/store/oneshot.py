@@ -237,6 +237,7 @@ def view_sql(r: str) -> str:
         ("policy", f"({r}.escalation_policy::json ->> 'name')"),
         ("assigned_group", f"{r}.assigned_group"),
         ("summary", summary),
+        ("editable", f"{r}.editable::json"),
         ("awaiting", awaiting),
         ("change_request", f"{r}.change_request::json"),
         # Events carry the producer's correlation metadata (task_view(metadata=True)).

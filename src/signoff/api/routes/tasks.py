@@ -177,6 +177,7 @@ async def resolve(
         revision=body.revision,
         digest=body.digest,
         fields=[f.model_dump() for f in body.fields] if body.fields else None,
+        subject=body.subject,
     )
     return json_response(view_for(caller, task, context.now()))
 

@@ -85,6 +85,8 @@ review_tasks = Table(
     # What is being approved, in one line (:mod:`signoff.domain.headline`): the producer's
     # declaration bound to the current revision, or the default from entity and reason.
     Column("headline", JsonText),
+    # What a reviewer may edit before approving: JSON Pointers into the subject.
+    Column("editable", JsonText),
     # The feedback of the last decision that asked for changes (notes, the fields named
     # with their reasons, the revision, who and when), kept until the next decision.
     Column("change_request", JsonText),

@@ -31,6 +31,7 @@ from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
 from signoff.store.protocols import WritingDatabase
 from signoff.store.writes import (
+    Edit,
     Escalation,
     EscalationRecord,
     Lease,
@@ -173,6 +174,17 @@ def takes_up_lapsed_lease(task: Task | None, lease: Lease) -> bool:
     )
 
 
+def edit_values(edit: Edit | None) -> dict[str, Any] | None:
+    """The task's columns an edit sets besides the decision (the approval's binding
+    follows them)."""
+    if edit is None:
+        return None
+    values: dict[str, Any] = {"current_revision": edit.revision, "digest": edit.digest}
+    if edit.headline is not None:
+        values |= {"headline": edit.headline, "search_text": edit.search_text}
+    return values
+
+
 async def _over_limit(
     conn: AsyncConnection, lease: Lease, task_id: uuid.UUID, limit: int
 ) -> OverLimit | None:
@@ -261,9 +273,25 @@ async def resolve(
             change_request=resolution.change_request,
             revision=resolution.revision,
             digest=resolution.digest,
+            edit=edit_values(resolution.edit),
         )
         if task is None:
             return Refusal(await task_store.find_task(uow.connection, task_id))
+        edit = resolution.edit
+        if edit is not None:
+            # The reviewer's edit: a revision of their own, the one the approval binds.
+            stored = await approval_store.insert_revision(
+                uow.connection,
+                task_id=task.id,
+                revision=edit.revision,
+                subject=edit.subject,
+                digest=edit.digest,
+                source_revisions=edit.source_revisions,
+                created_by=principal.principal_id,
+                now=now,
+            )
+            if not stored:  # the row lock makes this unreachable; refuse rather than guess
+                raise RuntimeError(f"revision {edit.revision} of task {task.id} exists")
         if rule_for(decision).grants_approval and task.has_subject:
             ttl = task.approval_ttl_seconds or resolution.approval_ttl_seconds
             if ttl is not None:
@@ -273,6 +301,12 @@ async def resolve(
         details: dict[str, Any] = {"decision": decision.value}
         if task.has_subject:
             details |= {"revision": task.current_revision, "digest": task.digest}
+        if edit is not None:
+            details["edited"] = {
+                "from_revision": resolution.revision,
+                "from_digest": resolution.digest,
+                "changed_paths": edit.changed_paths,
+            }
         await trail.append_transition(uow, step, task, principal, now, details)
         await uow.commit()
     return task

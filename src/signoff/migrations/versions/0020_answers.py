@@ -1,9 +1,11 @@
-"""Change requests: the feedback a decision that asks for changes leaves on the task
-(``review_tasks.change_request``: notes, the fields named with their reasons, the
-revision, who and when; see :mod:`signoff.domain.change_requests`). On PostgreSQL the
-group function of escalations that writes the new column and shows it in the events
-(``signoff_escalate_group_0020``, defined in the ``.sql`` file beside this one; the one of
-0017 is dropped, and put back on downgrade).
+"""Answers beyond yes and no: what a reviewer may edit before approving
+(``review_tasks.editable``, JSON Pointers the producer declared) and the feedback a
+decision that asks for changes leaves on the task (``review_tasks.change_request``:
+notes, the fields named with their reasons, the revision, who and when; see
+:mod:`signoff.domain.change_requests`). On PostgreSQL the group function of escalations
+that writes the new columns and shows them in the events (``signoff_escalate_group_0020``,
+defined in the ``.sql`` file beside this one; the one of 0017 is dropped, and put back on
+downgrade).
 
 Revision ID: 0020
 Revises: 0019
@@ -29,10 +31,11 @@ HERE = Path(__file__).parent
 def upgrade() -> None:
     bind = op.get_bind()
     with op.batch_alter_table("review_tasks") as batch_op:
+        batch_op.add_column(sa.Column("editable", sa.Text(), nullable=True))
         batch_op.add_column(sa.Column("change_request", sa.Text(), nullable=True))
     if bind.dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION IF EXISTS {OLD_FUNCTION}")
-        op.execute((HERE / "0020_change_requests.sql").read_text(encoding="utf-8"))
+        op.execute((HERE / "0020_answers.sql").read_text(encoding="utf-8"))
 
 
 def downgrade() -> None:
@@ -41,3 +44,4 @@ def downgrade() -> None:
         op.execute((HERE / "0017_headlines.sql").read_text(encoding="utf-8"))
     with op.batch_alter_table("review_tasks") as batch_op:
         batch_op.drop_column("change_request")
+        batch_op.drop_column("editable")
