@@ -3939,15 +3939,15 @@ export interface operations {
                      * @description That revision's digest (RFC 8785 SHA-256, as shown on the task).
                      */
                     digest?: string | null;
-                    /** Resolution Payload */
-                    resolution_payload?: {
-                        [key: string]: unknown;
-                    } | null;
                     /**
                      * Subject
                      * @description With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` paths may differ): the next revision, by the reviewer, is what is approved.
                      */
                     subject?: {
+                        [key: string]: unknown;
+                    } | null;
+                    /** Resolution Payload */
+                    resolution_payload?: {
                         [key: string]: unknown;
                     } | null;
                     /**
@@ -6186,6 +6186,13 @@ export interface operations {
                      */
                     digest?: string | null;
                     /**
+                     * Subject
+                     * @description With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` paths may differ): the next revision, by the reviewer, is what is approved.
+                     */
+                    subject?: {
+                        [key: string]: unknown;
+                    } | null;
+                    /**
                      * Stage
                      * @description The stage the vote is meant for (from 1, as `approval_progress.stage`): required to vote at a later stage after voting at an earlier one; a vote naming another stage than the one being voted on is 409 `ERR_STAGE_NOT_OPEN`.
                      */
@@ -6301,7 +6308,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES, ERR_REVISION_LIMIT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6319,7 +6326,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES";
+                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES" | "ERR_REVISION_LIMIT";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -6349,7 +6356,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_NOT_EDITABLE, ERR_HEADLINE_FIELD, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6357,17 +6364,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_NOT_EDITABLE",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_NOT_EDITABLE)",
+                     *       "error_code": "ERR_NOT_EDITABLE",
+                     *       "message": "why this request was refused (ERR_NOT_EDITABLE)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_NOT_EDITABLE" | "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };

@@ -64,17 +64,17 @@ class DecisionRequest(_Strict):
         pattern="^[a-f0-9]{64}$",
         description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
+    subject: dict[str, Any] | None = Field(
+        default=None,
+        description="With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` "
+        "paths may differ): the next revision, by the reviewer, is what is approved.",
+    )
 
 
 class ResolveRequest(DecisionRequest):
     """The decision under a lease, with an optional payload for the source system."""
 
     resolution_payload: dict[str, Any] | None = None
-    subject: dict[str, Any] | None = Field(
-        default=None,
-        description="With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` "
-        "paths may differ): the next revision, by the reviewer, is what is approved.",
-    )
     # Inline (request bodies are documented from the model's own schema, without $defs).
     fields: Annotated[list[FieldFeedback] | None, WithJsonSchema(FIELDS_SCHEMA)] = Field(
         default=None,

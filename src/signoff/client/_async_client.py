@@ -300,6 +300,7 @@ class AsyncSignoff:
         revision: int | None = None,
         digest: str | None = None,
         stage: int | None = None,
+        subject: Mapping[str, Any] | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
         once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
@@ -313,6 +314,7 @@ class AsyncSignoff:
                 revision=revision,
                 digest=digest,
                 stage=stage,
+                subject=subject,
             )
         )
 

@@ -334,6 +334,7 @@ class Signoff:
         revision: int | None = None,
         digest: str | None = None,
         stage: int | None = None,
+        subject: Mapping[str, Any] | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
         once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
@@ -347,6 +348,7 @@ class Signoff:
                 revision=revision,
                 digest=digest,
                 stage=stage,
+                subject=subject,
             )
         )
 

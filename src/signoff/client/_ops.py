@@ -407,6 +407,7 @@ def vote(
     revision: int | None,
     digest: str | None,
     stage: int | None = None,
+    subject: Mapping[str, Any] | None = None,
 ) -> Op[Task]:
     """Vote on a task with an approval rule (no lease). Given a :class:`Task`, the revision
     and digest it shows are the ones voted on; the identical vote repeated is idempotent
@@ -418,6 +419,7 @@ def vote(
         digest = digest if digest is not None else task_id.digest
     body: dict[str, Any] = {"decision": decision}
     optional = {"notes": notes, "revision": revision, "digest": digest, "stage": stage}
+    optional["subject"] = _plain(dict(subject)) if subject is not None else None
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call("POST", f"/tasks/{_id(task_id)}/votes", json=body, retry=True)
     return _task(response)

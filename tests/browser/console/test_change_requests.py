@@ -73,3 +73,33 @@ def test_changes_asked_for_in_the_console_come_back_beside_the_next_revision(
     expect(bob.locator("#awaiting-producer")).to_have_count(0)
     expect(bob.get_by_role("button", name="Claim")).to_be_visible()
     assert axe_violations(bob) == []
+
+
+def test_a_reviewer_edits_what_the_producer_allowed_and_approves_the_edit(
+    served: Served, signed_in: Any
+) -> None:
+    producer = served.key("producer", "bot")
+    task_id = served.escalate(producer, subject=SUBJECT, editable=["/title"])
+    ann = signed_in("ann", width=375)
+    ann.goto(f"/console/tasks/{task_id}")
+    ann.get_by_role("button", name="Claim").click()
+    edits = ann.get_by_role("group", name="Edit before approving (with Edit and approve)")
+    title = edits.get_by_label("/title")
+    expect(title).to_have_value("Quarterly results")
+    expect(edits.get_by_label("/body")).to_have_count(0)  # not the producer's to give
+    assert axe_violations(ann) == []
+    title.fill("Q3 results")
+    ann.get_by_label("Open the next task after deciding").uncheck()
+    ann.get_by_role("button", name="Edit and approve").click()
+    ann.get_by_role("button", name="Confirm").click()
+    expect(ann.get_by_text("Decision recorded: APPROVED_WITH_EDITS.")).to_be_visible()
+    with served.api(producer) as api:
+        task = api.get(f"/tasks/{task_id}").json()
+        assert (task["decision"], task["approved_revision"]) == ("APPROVED_WITH_EDITS", 2)
+        revision = api.get(f"/tasks/{task_id}/revisions/2").json()
+    assert revision["created_by"] == "ann"
+    assert revision["subject"] == SUBJECT | {"title": "Q3 results"}
+    ann.set_viewport_size({"width": 1280, "height": 900})
+    ann.goto(f"/console/tasks/{task_id}")
+    expect(ann.locator("p.state")).to_contain_text("APPROVED_WITH_EDITS by ann")
+    assert axe_violations(ann) == []

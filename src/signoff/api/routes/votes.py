@@ -47,6 +47,7 @@ async def cast_vote(task_id: str, request: Request, context: Context, caller: Ca
         door="api",
         operator_id=body.operator_id,
         stage=body.stage,
+        subject=body.subject,
     )
     view = view_for(caller, ballot.task, context.now())
     return json_response({**view, "vote": ballot.receipt.as_json()})

@@ -84,6 +84,14 @@ class Edit:
     headline: dict[str, Any] | None
     search_text: str | None
 
+    def values(self) -> dict[str, Any]:
+        """The task's columns the edit sets besides the decision (an approval's binding
+        follows them)."""
+        values: dict[str, Any] = {"current_revision": self.revision, "digest": self.digest}
+        if self.headline is not None:
+            values |= {"headline": self.headline, "search_text": self.search_text}
+        return values
+
 
 @dataclass(frozen=True)
 class Resolution:

@@ -31,7 +31,6 @@ from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
 from signoff.store.protocols import WritingDatabase
 from signoff.store.writes import (
-    Edit,
     Escalation,
     EscalationRecord,
     Lease,
@@ -174,17 +173,6 @@ def takes_up_lapsed_lease(task: Task | None, lease: Lease) -> bool:
     )
 
 
-def edit_values(edit: Edit | None) -> dict[str, Any] | None:
-    """The task's columns an edit sets besides the decision (the approval's binding
-    follows them)."""
-    if edit is None:
-        return None
-    values: dict[str, Any] = {"current_revision": edit.revision, "digest": edit.digest}
-    if edit.headline is not None:
-        values |= {"headline": edit.headline, "search_text": edit.search_text}
-    return values
-
-
 async def _over_limit(
     conn: AsyncConnection, lease: Lease, task_id: uuid.UUID, limit: int
 ) -> OverLimit | None:
@@ -273,7 +261,7 @@ async def resolve(
             change_request=resolution.change_request,
             revision=resolution.revision,
             digest=resolution.digest,
-            edit=edit_values(resolution.edit),
+            edit=resolution.edit.values() if resolution.edit else None,
         )
         if task is None:
             return Refusal(await task_store.find_task(uow.connection, task_id))
