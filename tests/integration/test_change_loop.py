@@ -165,3 +165,62 @@ def test_a_langgraph_agent_loops_on_feedback_until_approved(
     assert result["published"].endswith("(source: central bank, 4 May)")
     assert pending_approval(app, config) is None
     assert reviewer.seen[1]["change_request"]["fields"] == FEEDBACK
+
+
+def test_a_langgraph_agent_runs_what_the_reviewer_edited(
+    server: LiveServer, agent: Signoff
+) -> None:
+    """The reviewer's side through the SDK: claim, edit what the producer allowed, approve."""
+    slug = f"a-{uuid.uuid4().hex[:8]}"
+
+    def review(state: State) -> State:
+        task = request_approval(
+            agent,
+            subject=state["article"],
+            entity=("article", slug),
+            reason="EDITORIAL_REVIEW",
+            attempted=[{"action": "lint", "executed_at": datetime.now(UTC), "result": "clean"}],
+            verdict={"confidence_score": 0.3, "threshold": 0.8},
+            editable=["/title"],
+        )
+        assert task.edited
+        return {"task_id": task.id, "article": agent.approved_subject(task)}
+
+    def publish(state: State) -> State:
+        with agent.execution(
+            state["task_id"], subject=state["article"], operation_id="publish"
+        ) as run:
+            for action in run.pending:
+                run.complete(action)
+        return {"published": state["article"]["title"]}
+
+    graph = StateGraph(State)
+    graph.add_node("review", review)
+    graph.add_node("publish", publish)
+    graph.add_edge(START, "review")
+    graph.add_edge("review", "publish")
+    graph.add_edge("publish", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = thread_config(f"thread-{slug}")
+    article = {"title": "Rates", "body": "Held at 3.25%.", "actions": [{"id": "publish"}]}
+    app.invoke({"article": article}, config)
+    waiting = pending_approval(app, config)
+    assert waiting is not None
+
+    def edit_and_approve() -> None:
+        key = str(server.new_client("reviewer", "editor-3").key)
+        with Signoff(server.base_url, key, backoff=0) as reviewer:
+            claimed = reviewer.claim(waiting["task_id"])
+            subject = reviewer.get_revision(claimed).subject or {}
+            reviewer.resolve(
+                claimed,
+                decision="APPROVED_WITH_EDITS",
+                subject=subject | {"title": "Rates held at 3.25%"},
+            )
+
+    person = threading.Thread(target=edit_and_approve)
+    person.start()
+    result = resume_when_decided(app, config, agent, timeout=60)
+    person.join()
+    assert result["published"] == "Rates held at 3.25%"
+    assert agent.get_task(waiting["task_id"]).execution_status == "COMPLETED"

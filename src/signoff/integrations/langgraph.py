@@ -184,6 +184,7 @@ def request_approval(
     timeout_seconds: int | None = None,
     on_timeout: str = "reject",
     timeout_group: str | None = None,
+    editable: Sequence[str] | None = None,
 ) -> Task:
     """Inside a LangGraph node: have a person decide on ``subject``; return the decided task.
 
@@ -208,6 +209,7 @@ def request_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
         timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
+        editable=editable,
     )  # fmt: skip
     try:
         task = client.escalate(**arguments)
@@ -250,6 +252,7 @@ async def arequest_approval(
     timeout_seconds: int | None = None,
     on_timeout: str = "reject",
     timeout_group: str | None = None,
+    editable: Sequence[str] | None = None,
 ) -> Task:
     """:func:`request_approval` for async nodes, with an :class:`AsyncSignoff`."""
     arguments, thread_id, node = _escalation(
@@ -258,6 +261,7 @@ async def arequest_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
         timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
+        editable=editable,
     )  # fmt: skip
     try:
         task = await client.escalate(**arguments)

@@ -237,6 +237,7 @@ def build_server(
         requested_by: str | None = None,
         metadata: dict[str, Any] | None = None,
         headline: dict[str, Any] | None = None,
+        editable: list[str] | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key and content returns the same review; with a changed ``subject`` it submits a
@@ -252,7 +253,9 @@ def build_server(
         with the review and its events. ``headline``: what the person sees first, a
         ``title`` template over the subject by JSON Pointer (``"Refund {/amount} to
         {/customer}"``) and 2-6 labelled ``fields`` (``{"label", "pointer", "type"}``, type
-        ``money``, ``date``, ``person``, ``link`` or ``text``)."""
+        ``money``, ``date``, ``person``, ``link`` or ``text``). ``editable``: JSON Pointers
+        into ``subject`` the person may edit before approving (then act on
+        ``approved_subject``)."""
         now = _now()
         actions = [
             {
@@ -281,6 +284,7 @@ def build_server(
                     requested_by=requested_by,
                     metadata=metadata,
                     headline=headline,
+                    editable=editable,
                 )
             except IdempotencyKeyReused as reused:
                 existing = reused.task
