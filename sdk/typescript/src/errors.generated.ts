@@ -60,6 +60,7 @@ export type ErrorCode =
   | "ERR_INSUFFICIENT_CONTEXT_PROOF"
   | "ERR_PRECHECK_HASH_MISMATCH"
   | "ERR_HEADLINE_FIELD"
+  | "ERR_GRANT_NOT_FOUND"
   | "ERR_NOT_EDITABLE"
   | "ERR_IDEMPOTENCY_KEY_REUSED"
   | "ERR_READ_ONLY_FIELD"
@@ -134,6 +135,7 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, { status: number | null; me
   ERR_INSUFFICIENT_CONTEXT_PROOF: { status: 422, meaning: "The diagnostic bundle lacks required evidence (with `missing_fields`)." },
   ERR_PRECHECK_HASH_MISMATCH: { status: 422, meaning: "`precheck_hash` is not the hash of the bundle's `attempted_actions`." },
   ERR_HEADLINE_FIELD: { status: 422, meaning: "A headline or key-field pointer does not resolve in the task's subject or input, or names a value its type cannot show (`errors` names each pointer)." },
+  ERR_GRANT_NOT_FOUND: { status: 404, meaning: "No such remembered approval (or it is not the caller's to revoke)." },
   ERR_NOT_EDITABLE: { status: 422, meaning: "An edit changes a part of the subject its producer did not declare `editable` (`errors` names each path), or the task declares nothing editable." },
   ERR_IDEMPOTENCY_KEY_REUSED: { status: 422, meaning: "The idempotency key was used with another body." },
   ERR_READ_ONLY_FIELD: { status: 422, meaning: "The body sets a field only the service sets." },
@@ -194,6 +196,7 @@ export class Gone extends ApiError {}
  * `ERR_LINK_NOT_FOUND` (404): The resume link is not known.
  * `ERR_LINK_INVALID` (404): The set-password link is unknown, used or expired.
  * `ERR_USER_NOT_FOUND` (404): No such console user.
+ * `ERR_GRANT_NOT_FOUND` (404): No such remembered approval (or it is not the caller's to revoke).
  */
 export class NotFound extends ApiError {}
 

@@ -2,7 +2,7 @@
 import type { components } from "./openapi.generated.js";
 
 /** A decision a person can make. */
-export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS";
+export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
 /** A task's status. */
 export type TaskStatus = "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
 /** What happens when the producer's time limit runs out (never an approval). */
@@ -112,6 +112,8 @@ export interface Task {
   summary?: Record<string, unknown> | null;
   /** JSON Pointers a reviewer may edit before approving (null: no edits). */
   editable?: string[] | null;
+  /** The remembered approval that approved it, if one did. */
+  grant_id?: string | null;
   /** Whose move it is: reviewers, the producer (changes were asked for), or nobody. */
   awaiting?: "reviewers" | "producer" | null;
   /** The last feedback that asked for changes, kept until the task is decided again. */

@@ -1,7 +1,10 @@
-"""The API's models of a change request: the fields a reviewer names, and the feedback a
-task keeps (:mod:`signoff.domain.change_requests`)."""
+"""The API's models of answers beyond yes and no: a change request (the fields a reviewer
+names, the feedback a task keeps, :mod:`signoff.domain.change_requests`) and remembered
+approvals (:mod:`signoff.domain.grants`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,3 +43,45 @@ FIELDS_SCHEMA = {
         {"type": "null"},
     ]
 }
+
+REMEMBER_DOC = (
+    "With an approval: allow the same action again for this many seconds (at most "
+    "`SIGNOFF_MAX_GRANT_SECONDS`): later escalations by the same producer, of the same "
+    "entity type and reason, with the same subject digest, are approved at once."
+)
+
+
+class GrantIn(BaseModel):
+    """An admin's remembered approval: a digest or conditions (JSON Pointer → value)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    producer_id: str
+    entity_type: str
+    reason_code: str
+    digest: str | None = None
+    conditions: dict[str, Any] | None = None
+    seconds: int = Field(description="How long it lasts (at most SIGNOFF_MAX_GRANT_SECONDS).")
+    note: str | None = None
+
+
+class GrantOut(BaseModel):
+    id: str
+    producer_id: str
+    entity_type: str
+    reason_code: str
+    digest: str | None
+    conditions: dict[str, Any] | None
+    created_by: str
+    source_task_id: str | None
+    note: str | None
+    created_at: str
+    expires_at: str
+    revoked_at: str | None
+    revoked_by: str | None
+    uses: int
+    live: bool
+
+
+class GrantListOut(BaseModel):
+    items: list[GrantOut]

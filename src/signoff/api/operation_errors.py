@@ -181,6 +181,9 @@ ERROR_CODES: dict[str, tuple[ErrorCode, ...]] = {
     "GET /approval-rules": (ErrorCode.FORBIDDEN,),
     "GET /approval-rules/{name}": (ErrorCode.FORBIDDEN, ErrorCode.APPROVAL_RULE_NOT_FOUND),
     "DELETE /approval-rules/{name}": (ErrorCode.FORBIDDEN, ErrorCode.APPROVAL_RULE_NOT_FOUND),
+    "POST /approval-grants": (ErrorCode.FORBIDDEN, ErrorCode.VALIDATION),
+    "GET /approval-grants": (ErrorCode.FORBIDDEN,),
+    "DELETE /approval-grants/{grant_id}": (ErrorCode.GRANT_NOT_FOUND,),
     "POST /tasks/{task_id}/cancel": (
         ErrorCode.FORBIDDEN,
         ErrorCode.TASK_NOT_FOUND,

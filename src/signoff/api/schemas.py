@@ -12,7 +12,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
-from signoff.api.feedback_schemas import FIELDS_SCHEMA, ChangeRequestOut, FieldFeedback
+from signoff.api.feedback_schemas import (
+    FIELDS_SCHEMA,
+    REMEMBER_DOC,
+    ChangeRequestOut,
+    FieldFeedback,
+)
 from signoff.domain.approval_rules import MAX_STAGES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
 from signoff.domain.states import Decision, Role
@@ -75,6 +80,7 @@ class ResolveRequest(DecisionRequest):
     """The decision under a lease, with an optional payload for the source system."""
 
     resolution_payload: dict[str, Any] | None = None
+    remember_seconds: StrictInt | None = Field(default=None, description=REMEMBER_DOC)
     # Inline (request bodies are documented from the model's own schema, without $defs).
     fields: Annotated[list[FieldFeedback] | None, WithJsonSchema(FIELDS_SCHEMA)] = Field(
         default=None,
@@ -209,17 +215,11 @@ class TaskOut(BaseModel):
     execution_lease_expires_at: str | None = Field(
         default=None, description="While an execution lease lives: when it lapses."
     )
-    editable: list[str] | None = Field(
-        default=None,
-        description="JSON Pointers a reviewer may edit before approving (null: no edits).",
-    )
-    awaiting: Literal["reviewers", "producer"] | None = Field(
-        default=None, description="Whose move: `reviewers`, `producer` (changes asked), null."
-    )
+    editable: list[str] | None = None
+    grant_id: str | None = None
+    awaiting: Literal["reviewers", "producer"] | None = None
     change_request: ChangeRequestOut | None = Field(
-        default=None,
-        description="The feedback of the last decision that asked for changes, kept until "
-        "the task is decided again (so the next revision is reviewed beside it).",
+        default=None, description="The last feedback asking for changes, until the next decision."
     )
     metadata: dict[str, Any] | None = Field(
         default=None,

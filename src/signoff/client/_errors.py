@@ -384,6 +384,7 @@ BY_STATUS_ONLY: frozenset[str] = frozenset(
         "ERR_LINK_NOT_FOUND",
         "ERR_LINK_INVALID",
         "ERR_USER_NOT_FOUND",
+        "ERR_GRANT_NOT_FOUND",
         "ERR_METHOD_NOT_ALLOWED",
         "ERR_CLAIM_LIMIT",
         "ERR_REVISION_LIMIT",

@@ -34,7 +34,9 @@ __all__ = [
 
 #: A decision a person can make, in the server's order (held equal to the server's
 #: decision rules by a test; the SDK imports nothing of the server).
-Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED", "APPROVED_WITH_EDITS"]
+Decision = Literal[
+    "APPROVED", "REJECTED", "REVISION_REQUESTED", "APPROVED_WITH_EDITS", "APPROVED_BY_GRANT"
+]
 #: A task's status (held equal to the server's by a test).
 TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
@@ -142,6 +144,10 @@ class ChangeRequest(_Model):
     at: datetime
 
 
+#: The decisions that approve: as sent, as a reviewer edited it, by a remembered approval.
+APPROVALS = ("APPROVED", "APPROVED_WITH_EDITS", "APPROVED_BY_GRANT")
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -182,6 +188,9 @@ class Task(_Model):
     summary: dict[str, Any] | None = None
     editable: list[str] | None = Field(
         default=None, description="JSON Pointers a reviewer may edit before approving."
+    )
+    grant_id: str | None = Field(
+        default=None, description="The remembered approval that approved it, if one did."
     )
     awaiting: str | None = Field(
         default=None,
@@ -230,7 +239,7 @@ class Task(_Model):
     @property
     def is_approved(self) -> bool:
         """Approved as it was, or as a reviewer edited it (:attr:`edited`)."""
-        return self.status == "RESOLVED" and self.decision in ("APPROVED", "APPROVED_WITH_EDITS")
+        return self.status == "RESOLVED" and self.decision in APPROVALS
 
     @property
     def edited(self) -> bool:

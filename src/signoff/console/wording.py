@@ -50,6 +50,7 @@ DECISION_DONE: Mapping[Decision, str] = MappingProxyType(
         Decision.REJECTED: "rejected",
         Decision.REVISION_REQUESTED: "asked for a revision",
         Decision.APPROVED_WITH_EDITS: "edited and approved",
+        Decision.APPROVED_BY_GRANT: "approved by a remembered approval",
     }
 )
 

@@ -84,6 +84,9 @@ class DecisionRule:
     """The decision carries the reviewer's edit of the subject: only the paths the
     producer declared ``editable`` may change; it becomes a new revision authored by the
     reviewer, and the decision (an approval) is bound to that revision and digest."""
+    made_by_people: bool
+    """Offered on every door (API, console, resume page, SDK); ``False``: only Signoff
+    makes it, and a door naming it is refused (a remembered approval)."""
     execution_refusal: RefusalReason | None
     """What an execute attempt on a task decided this way is told; ``None`` exactly when
     the decision grants an approval (the gate then checks revision, expiry and authority)."""
@@ -105,6 +108,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             after_revision=AfterRevision.RECONSIDER,
             asks_for_changes=False,
             edits_subject=False,
+            made_by_people=True,
             execution_refusal=None,
         ),
         Decision.REJECTED: DecisionRule(
@@ -121,6 +125,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             after_revision=AfterRevision.REFUSE,
             asks_for_changes=False,
             edits_subject=False,
+            made_by_people=True,
             execution_refusal=RefusalReason.REJECTED,
         ),
         Decision.REVISION_REQUESTED: DecisionRule(
@@ -137,6 +142,7 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             after_revision=AfterRevision.REOPEN,
             asks_for_changes=True,
             edits_subject=False,
+            made_by_people=True,
             execution_refusal=RefusalReason.REVISION_REQUESTED,
         ),
         Decision.APPROVED_WITH_EDITS: DecisionRule(
@@ -153,6 +159,24 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             after_revision=AfterRevision.RECONSIDER,
             asks_for_changes=False,
             edits_subject=True,
+            made_by_people=True,
+            execution_refusal=None,
+        ),
+        Decision.APPROVED_BY_GRANT: DecisionRule(
+            decision=Decision.APPROVED_BY_GRANT,
+            label="Approved by a remembered approval",
+            verb="approve by a remembered approval",
+            shortcut="g",
+            tone="approve",
+            needs_subject=True,
+            notes_required=False,
+            notes_hint="the grant is cited instead",
+            producer_may_decide=False,
+            grants_approval=True,
+            after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
+            edits_subject=False,
+            made_by_people=False,
             execution_refusal=None,
         ),
     }
@@ -175,8 +199,17 @@ def choices(*, has_subject: bool, editable: bool = False) -> tuple[DecisionRule,
     return tuple(
         r
         for r in DECISION_RULES.values()
-        if (has_subject or not r.needs_subject) and (editable or not r.edits_subject)
+        if r.made_by_people
+        and (has_subject or not r.needs_subject)
+        and (editable or not r.edits_subject)
     )
+
+
+def require_made_by_people(decision: Decision) -> None:
+    """Raises ``ERR_VALIDATION`` naming ``decision`` for a decision only Signoff makes."""
+    if not rule_for(decision).made_by_people:
+        problem = f"{decision.value} is made only by Signoff (a remembered approval)"
+        raise validation_error([FieldError("decision", problem)], f"The decision {problem}.")
 
 
 def notes_rule() -> str:
@@ -234,9 +267,9 @@ def rules_markdown() -> str:
     lines = [
         "| decision | button (key) | needs a subject | notes | the producer's principal may make it"
         " | grants an approval (expires, opens the gate) | waits on the producer (fields with"
-        " reasons) | carries the reviewer's edit (a new revision) | a new revision then"
-        " | execute is told |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " reasons) | carries the reviewer's edit (a new revision) | made by people"
+        " | a new revision then | execute is told |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     after = {
         AfterRevision.RECONSIDER: "invalidates it (material change) or carries it forward",
@@ -250,7 +283,7 @@ def rules_markdown() -> str:
             f"| `{rule.decision.value}` | {rule.label} (`{rule.shortcut}`)"
             f" | {yes[rule.needs_subject]} | {notes} | {yes[rule.producer_may_decide]}"
             f" | {yes[rule.grants_approval]} | {yes[rule.asks_for_changes]}"
-            f" | {yes[rule.edits_subject]}"
+            f" | {yes[rule.edits_subject]} | {yes[rule.made_by_people]}"
             f" | {after[rule.after_revision]} | {refusal} |"
         )
     return "\n".join(lines) + "\n"

@@ -102,6 +102,8 @@ class Task:
     """The headline bound to the current revision (:mod:`signoff.domain.headline`)."""
     editable: list[str] | None = None
     """JSON Pointers of the subject a reviewer may edit before approving."""
+    grant_id: uuid.UUID | None = None
+    """The remembered approval that approved the task (:mod:`signoff.domain.grants`)."""
     change_request: dict[str, Any] | None = None
     """The feedback of the last decision that asked for changes, kept until the task is
     decided again (:mod:`signoff.domain.change_requests`)."""
@@ -222,6 +224,7 @@ def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dic
         "assigned_group": task.assigned_group,
         "summary": _summary_view(task.summary),
         "editable": task.editable,
+        "grant_id": str(task.grant_id) if task.grant_id else None,
         "awaiting": awaiting(task, status),
         "change_request": task.change_request,
     }

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.domain.change_requests import change_request, checked_fields
-from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
 from signoff.domain.params import decode_token
 from signoff.domain.states import (
     Action,
@@ -36,6 +36,7 @@ from signoff.domain.tasks import (
     visibility,
 )
 from signoff.errors import FieldError, validation_error
+from signoff.services import grants
 from signoff.services.common import (
     dumps,
     get_task,
@@ -90,6 +91,7 @@ async def resolve(
     digest: str | None = None,
     fields: object = None,
     subject: object = None,
+    remember_seconds: object = None,
 ) -> Task:
     """Record the decision under a live lease: after a lapse the holder renews first.
 
@@ -114,6 +116,7 @@ async def resolve(
     step = transition(Action.RESOLVE)
     require_role(principal, step.roles, "resolve tasks")
     require_operator(principal, operator_id)
+    require_made_by_people(decision)
     notes = checked_notes(decision, notes)
     named = checked_fields(decision, fields)
     task_id = parse_task_id(raw_task_id)
@@ -123,6 +126,7 @@ async def resolve(
     elif subject is not None:
         problem = f"is only for a decision that edits the subject, not to {rule_for(decision).verb}"
         raise validation_error([FieldError("subject", problem)])
+    remember = await grants.checked_remember(ctx, decision, task_id, remember_seconds)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
     feedback = change_request(
         decision, notes=notes, fields=named, revision=revision, by=principal.principal_id, at=now
@@ -139,6 +143,7 @@ async def resolve(
             approval_ttl_seconds=ctx.settings.approval_ttl_seconds,
             change_request=feedback,
             edit=edit,
+            remember_seconds=remember,
         ),
     )
     if isinstance(outcome, Task):

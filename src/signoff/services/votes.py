@@ -39,7 +39,7 @@ from signoff.domain.ballots import (
     vote_refusal,
 )
 from signoff.domain.change_requests import change_request
-from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
 from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -112,6 +112,7 @@ async def vote(
     step = transition(Action.VOTE)
     require_role(principal, step.roles, "vote on tasks")
     require_operator(principal, operator_id)
+    require_made_by_people(decision)
     notes = checked_notes(decision, notes)
     task_id = parse_task_id(raw_task_id)
     edit = None

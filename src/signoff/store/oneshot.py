@@ -238,6 +238,7 @@ def view_sql(r: str) -> str:
         ("assigned_group", f"{r}.assigned_group"),
         ("summary", summary),
         ("editable", f"{r}.editable::json"),
+        ("grant_id", f"{r}.grant_id::text"),
         ("awaiting", awaiting),
         ("change_request", f"{r}.change_request::json"),
         # Events carry the producer's correlation metadata (task_view(metadata=True)).

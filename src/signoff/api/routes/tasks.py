@@ -178,6 +178,7 @@ async def resolve(
         digest=body.digest,
         fields=[f.model_dump() for f in body.fields] if body.fields else None,
         subject=body.subject,
+        remember_seconds=body.remember_seconds,
     )
     return json_response(view_for(caller, task, context.now()))
 

@@ -17,6 +17,7 @@ from signoff.store.tables.access import (
 )
 from signoff.store.tables.columns import JsonText, UtcDateTime, metadata
 from signoff.store.tables.deciding import (
+    approval_grants,
     approval_rules,
     escalation_policies,
     notifications,
@@ -47,6 +48,7 @@ __all__ = [
     "JsonText",
     "UtcDateTime",
     "api_keys",
+    "approval_grants",
     "approval_rules",
     "catchup_horizons",
     "delivery_attempts",

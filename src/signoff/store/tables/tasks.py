@@ -87,6 +87,8 @@ review_tasks = Table(
     Column("headline", JsonText),
     # What a reviewer may edit before approving: JSON Pointers into the subject.
     Column("editable", JsonText),
+    # The remembered approval (``approval_grants``) that approved the task, if one did.
+    Column("grant_id", Uuid(as_uuid=True)),
     # The feedback of the last decision that asked for changes (notes, the fields named
     # with their reasons, the revision, who and when), kept until the next decision.
     Column("change_request", JsonText),

@@ -106,6 +106,9 @@ class Resolution:
     approval_ttl_seconds: int | None
     edit: Edit | None = None
     """The reviewer's edit a decision that edits the subject carries."""
+    remember_seconds: int | None = None
+    """With an approval: the reviewer's remembered approval lasts this long (a grant on
+    the approved digest, stored in the decision's transaction)."""
     change_request: dict[str, Any] | None = None
     """The feedback kept on the task (a decision that asks for changes), else ``None``:
     every decision replaces the one before."""

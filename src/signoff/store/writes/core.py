@@ -23,9 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import rule_for
+from signoff.domain.grants import remembered_approval
 from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Task
 from signoff.store import approvals as approval_store
+from signoff.store import grants as grant_store
 from signoff.store import oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
@@ -289,6 +291,16 @@ async def resolve(
         details: dict[str, Any] = {"decision": decision.value}
         if task.has_subject:
             details |= {"revision": task.current_revision, "digest": task.digest}
+        if resolution.remember_seconds is not None and task.approved_digest is not None:
+            grant = remembered_approval(
+                task,
+                by=principal.principal_id,
+                key_id=principal.key_id,
+                seconds=resolution.remember_seconds,
+                now=now,
+            )
+            await grant_store.insert_grant(uow.connection, grant)
+            details["remembered"] = grant.cited()
         if edit is not None:
             details["edited"] = {
                 "from_revision": resolution.revision,
