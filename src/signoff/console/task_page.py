@@ -385,6 +385,7 @@ async def _decide(
             refusal = error
     digest = str(form.get("digest") or "") or None
     fields = form_fields(str(form.get("fields") or ""))
+    remember = number_or_none(form.get("remember_seconds"))
     edited = None
     if problem is None and rule_for(decision).edits_subject and revision is not None:
         try:
@@ -413,6 +414,7 @@ async def _decide(
             digest=digest,
             fields=fields,
             subject=edited,
+            remember_seconds=remember,
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is
