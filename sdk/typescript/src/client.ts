@@ -363,6 +363,8 @@ export class Signoff {
       fields?: FieldFeedback[];
       /** With APPROVED_WITH_EDITS: the subject as edited (only the task's `editable` paths). */
       subject?: Record<string, unknown>;
+      /** With an approval: allow the same action again for this many seconds. */
+      rememberSeconds?: number;
     },
   ): Promise<Task> {
     const headers = leaseHeaders(task, options.leaseToken);
@@ -370,6 +372,7 @@ export class Signoff {
     if (options.resolutionPayload !== undefined) body["resolution_payload"] = options.resolutionPayload;
     // With REVISION_REQUESTED: the subject's fields that should change, each with its reason.
     if (options.subject !== undefined) body["subject"] = options.subject;
+    if (options.rememberSeconds !== undefined) body["remember_seconds"] = options.rememberSeconds;
     if (options.fields?.length) body["fields"] = options.fields.map((f) => ({ path: f.path, reason: f.reason }));
     return (await this.http.request({ method: "POST", path: `${taskPath(task)}/resolve`, json: body, headers, retry: true })).body as Task;
   }

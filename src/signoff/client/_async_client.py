@@ -276,6 +276,7 @@ class AsyncSignoff:
         digest: str | None = None,
         fields: Sequence[Mapping[str, str]] | None = None,
         subject: Mapping[str, Any] | None = None,
+        remember_seconds: int | None = None,
     ) -> Task:
         return await self._runner.run(
             ops.resolve(
@@ -288,6 +289,7 @@ class AsyncSignoff:
                 digest=digest,
                 fields=fields,
                 subject=subject,
+                remember_seconds=remember_seconds,
             )
         )
 

@@ -305,6 +305,7 @@ class Signoff:
         digest: str | None = None,
         fields: Sequence[Mapping[str, str]] | None = None,
         subject: Mapping[str, Any] | None = None,
+        remember_seconds: int | None = None,
     ) -> Task:
         """Record a decision. Pass the claimed :class:`Task` to resolve the revision it shows
         under its lease, or a task id with ``lease_token`` (and ``revision``/``digest``).
@@ -322,6 +323,7 @@ class Signoff:
                 digest=digest,
                 fields=fields,
                 subject=subject,
+                remember_seconds=remember_seconds,
             )
         )
 

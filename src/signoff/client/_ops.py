@@ -376,6 +376,7 @@ def resolve(
     digest: str | None,
     fields: Sequence[Mapping[str, str]] | None = None,
     subject: Mapping[str, Any] | None = None,
+    remember_seconds: int | None = None,
 ) -> Op[Task]:
     """Resolve under the lease. Given the claimed :class:`Task`, the revision and digest the
     reviewer saw are taken from it (the identical resolve repeated is idempotent)."""
@@ -391,6 +392,7 @@ def resolve(
         "digest": digest,
         "fields": [dict(f) for f in fields] if fields else None,
         "subject": _plain(dict(subject)) if subject is not None else None,
+        "remember_seconds": remember_seconds,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call(
