@@ -16,7 +16,6 @@ from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
 from signoff.console import changes, compare, review_session, views, wording
-from signoff.console import edits as console_edits
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.headline_words import confirm_text
@@ -34,6 +33,7 @@ from signoff.console.shared import (
 )
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import parse_decision, rule_for
+from signoff.domain.edits import edit_fields, edited_subject
 from signoff.domain.json_input import parse_json_strict
 from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
@@ -133,7 +133,7 @@ async def _task_values(
         "trace_id": bundle.get("trace_id"),
         "revision": revision,
         "subject_rows": views.flatten(subject) if subject is not None else [],
-        "edit_fields": console_edits.edit_fields(task, subject),
+        "edit_fields": edit_fields(task.editable, subject),
         "subject_actions": (subject or {}).get("actions") or [],
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
@@ -395,7 +395,7 @@ async def _decide(
         except SignoffError as error:
             problem, refusal = error.message, error
         else:
-            edited = console_edits.edited_subject(
+            edited = edited_subject(
                 shown["subject"], {k: v[0] for k, v in form.fields.items() if v}
             )
     if problem is not None:

@@ -10,7 +10,9 @@ The edit becomes a new revision authored by the reviewer, and the approval is bo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jsonpointer import JsonPointer, JsonPointerException
@@ -89,3 +91,56 @@ def _kind(value: Any) -> str | None:
     if isinstance(value, dict):
         return "an object"
     return "null"
+
+
+# --- the edit as the forms carry it ------------------------------------------------------
+
+#: The form fields' names: this prefix and the JSON Pointer.
+PREFIX = "edit:"
+
+
+def edit_fields(editable: Sequence[str] | None, subject: Any) -> list[dict[str, Any]]:
+    """Each editable path with its current value as text (text as it is, any other value
+    as JSON), for a form's inputs (the console's, the resume page's)."""
+    if subject is None or not editable:
+        return []
+    fields = []
+    for pointer in editable:
+        try:
+            value = JsonPointer(pointer).resolve(subject)
+        except JsonPointerException:
+            value = None
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        fields.append(
+            {
+                "pointer": pointer,
+                "name": PREFIX + pointer,
+                "id": "edit-" + "-".join(p for p in pointer.split("/") if p),
+                "value": text,
+                "multiline": isinstance(value, str) and (len(value) > 80 or "\n" in value),
+            }
+        )
+    return fields
+
+
+def edited_subject(subject: dict[str, Any], form: Mapping[str, Any]) -> dict[str, Any]:
+    """``subject`` with each ``edit:<pointer>`` field of the form set at its pointer: text
+    where the value was text, else the field read as JSON (kept as text when it is not)."""
+    edited = copy.deepcopy(subject)
+    for name, raw in form.items():
+        if not str(name).startswith(PREFIX):
+            continue
+        pointer, text = str(name)[len(PREFIX) :], str(raw)
+        try:
+            target = JsonPointer(pointer)
+            old = target.resolve(edited, None)
+            value: Any = text
+            if not isinstance(old, str):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    value = text
+            target.set(edited, value)
+        except JsonPointerException:
+            continue  # a pointer into nothing: the edit's check names what changed
+    return edited
