@@ -249,6 +249,17 @@ class ErrorCode(StrEnum):
         "A headline or key-field pointer does not resolve in the task's subject or input, "
         "or names a value its type cannot show (`errors` names each pointer).",
     )
+    GRANT_NOT_FOUND = (
+        "ERR_GRANT_NOT_FOUND",
+        404,
+        "No such remembered approval (or it is not the caller's to revoke).",
+    )
+    NOT_EDITABLE = (
+        "ERR_NOT_EDITABLE",
+        422,
+        "An edit changes a part of the subject its producer did not declare `editable` "
+        "(`errors` names each path), or the task declares nothing editable.",
+    )
     IDEMPOTENCY_KEY_REUSED = (
         "ERR_IDEMPOTENCY_KEY_REUSED",
         422,

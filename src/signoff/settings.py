@@ -148,6 +148,11 @@ class Settings(BaseSettings):
     max_revisions_per_task: int = Field(default=100, ge=1)
     """Subject revisions one task may have (the first included); a revision beyond it is
     refused with 409 ``ERR_REVISION_LIMIT``."""
+    grant_audit_share: float = Field(default=0.1, ge=0.0, le=1.0)
+    """Remembered approvals: the share of matching escalations that still go to a person,
+    for audit (drawn at random per escalation; 0: none, 1: all)."""
+    max_grant_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=30 * 24 * 3600)
+    """The longest a remembered approval may last."""
     escalation_group_size: int = Field(default=32, ge=1, le=32)
     """PostgreSQL: the most escalations committed together. Escalations that arrive while
     others are being written are written in one transaction, each in its own

@@ -327,7 +327,7 @@ def test_records_written_before_the_chain_are_linked_by_the_migration(server: Li
     waiting = producer.escalate(escalation(subject=copy.deepcopy(SUBJECT))).json()["id"]
 
     async def again(context: ServiceContext) -> None:
-        await downgrade(context.database.engine, "0019")
+        await downgrade(context.database.engine, "0020")
         await upgrade(context.database.engine)
 
     service(server, again)  # the chain, keys and receipts go, then come back

@@ -41,7 +41,7 @@ PRODUCER = Principal(key_id=uuid.uuid4(), principal_id="bot-groups", role=Role.P
 
 
 #: The migration that created the group function this version calls.
-MIGRATION = "0017"
+MIGRATION = "0020"
 
 
 def migrated_definition() -> str:

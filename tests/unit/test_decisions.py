@@ -57,9 +57,14 @@ def test_the_producers_principal_may_make_no_decision() -> None:
 
 
 def test_choices_leave_out_decisions_that_need_a_subject_on_tasks_without_one() -> None:
-    with_subject = [r.decision for r in choices(has_subject=True)]
+    with_subject = [r.decision for r in choices(has_subject=True, editable=True)]
     without = [r.decision for r in choices(has_subject=False)]
-    assert with_subject == list(Decision)
+    # Every decision a person makes; an edit only where the producer declared something
+    # editable; a remembered approval never (only Signoff makes it).
+    assert with_subject == [d for d, r in DECISION_RULES.items() if r.made_by_people]
+    assert Decision.APPROVED_BY_GRANT not in with_subject
+    not_editable = [r.decision for r in choices(has_subject=True)]
+    assert not_editable == [d for d in with_subject if not DECISION_RULES[d].edits_subject]
     assert Decision.REVISION_REQUESTED not in without
     assert set(without) == {d for d, r in DECISION_RULES.items() if not r.needs_subject}
 

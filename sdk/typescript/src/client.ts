@@ -10,6 +10,7 @@ import {
   type Diff,
   type EventDocument,
   type EventsSince,
+  type FieldFeedback,
   type OnTimeout,
   type Revision,
   type Task,
@@ -354,10 +355,25 @@ export class Signoff {
   }
 
   /** Resolve under the lease; given the claimed task, the revision and digest it showed. */
-  async resolve(task: string | Task, options: DecideOptions & { leaseToken?: string; resolutionPayload?: Json }): Promise<Task> {
+  async resolve(
+    task: string | Task,
+    options: DecideOptions & {
+      leaseToken?: string;
+      resolutionPayload?: Json;
+      fields?: FieldFeedback[];
+      /** With APPROVED_WITH_EDITS: the subject as edited (only the task's `editable` paths). */
+      subject?: Record<string, unknown>;
+      /** With an approval: allow the same action again for this many seconds. */
+      rememberSeconds?: number;
+    },
+  ): Promise<Task> {
     const headers = leaseHeaders(task, options.leaseToken);
     const body = decisionBody(task, options);
     if (options.resolutionPayload !== undefined) body["resolution_payload"] = options.resolutionPayload;
+    // With REVISION_REQUESTED: the subject's fields that should change, each with its reason.
+    if (options.subject !== undefined) body["subject"] = options.subject;
+    if (options.rememberSeconds !== undefined) body["remember_seconds"] = options.rememberSeconds;
+    if (options.fields?.length) body["fields"] = options.fields.map((f) => ({ path: f.path, reason: f.reason }));
     return (await this.http.request({ method: "POST", path: `${taskPath(task)}/resolve`, json: body, headers, retry: true })).body as Task;
   }
 

@@ -60,6 +60,8 @@ export type ErrorCode =
   | "ERR_INSUFFICIENT_CONTEXT_PROOF"
   | "ERR_PRECHECK_HASH_MISMATCH"
   | "ERR_HEADLINE_FIELD"
+  | "ERR_GRANT_NOT_FOUND"
+  | "ERR_NOT_EDITABLE"
   | "ERR_IDEMPOTENCY_KEY_REUSED"
   | "ERR_READ_ONLY_FIELD"
   | "ERR_WEBHOOK_URL_FORBIDDEN"
@@ -133,6 +135,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, { status: number | null; me
   ERR_INSUFFICIENT_CONTEXT_PROOF: { status: 422, meaning: "The diagnostic bundle lacks required evidence (with `missing_fields`)." },
   ERR_PRECHECK_HASH_MISMATCH: { status: 422, meaning: "`precheck_hash` is not the hash of the bundle's `attempted_actions`." },
   ERR_HEADLINE_FIELD: { status: 422, meaning: "A headline or key-field pointer does not resolve in the task's subject or input, or names a value its type cannot show (`errors` names each pointer)." },
+  ERR_GRANT_NOT_FOUND: { status: 404, meaning: "No such remembered approval (or it is not the caller's to revoke)." },
+  ERR_NOT_EDITABLE: { status: 422, meaning: "An edit changes a part of the subject its producer did not declare `editable` (`errors` names each path), or the task declares nothing editable." },
   ERR_IDEMPOTENCY_KEY_REUSED: { status: 422, meaning: "The idempotency key was used with another body." },
   ERR_READ_ONLY_FIELD: { status: 422, meaning: "The body sets a field only the service sets." },
   ERR_WEBHOOK_URL_FORBIDDEN: { status: 422, meaning: "The webhook URL points where deliveries may not go." },
@@ -192,6 +196,7 @@ export class Gone extends ApiError {}
  * `ERR_LINK_NOT_FOUND` (404): The resume link is not known.
  * `ERR_LINK_INVALID` (404): The set-password link is unknown, used or expired.
  * `ERR_USER_NOT_FOUND` (404): No such console user.
+ * `ERR_GRANT_NOT_FOUND` (404): No such remembered approval (or it is not the caller's to revoke).
  */
 export class NotFound extends ApiError {}
 
@@ -230,6 +235,7 @@ export class Unauthorized extends ApiError {}
 /**
  * `ERR_VALIDATION` (422): Invalid input; `errors` names every offending field.
  * `ERR_HEADLINE_FIELD` (422): A headline or key-field pointer does not resolve in the task's subject or input, or names a value its type cannot show (`errors` names each pointer).
+ * `ERR_NOT_EDITABLE` (422): An edit changes a part of the subject its producer did not declare `editable` (`errors` names each path), or the task declares nothing editable.
  * `ERR_READ_ONLY_FIELD` (422): The body sets a field only the service sets.
  * `ERR_WEBHOOK_URL_FORBIDDEN` (422): The webhook URL points where deliveries may not go.
  * `ERR_UNKNOWN_POLICY` (422): The escalation names no known escalation policy.

@@ -2,7 +2,7 @@
 import type { components } from "./openapi.generated.js";
 
 /** A decision a person can make. */
-export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+export type Decision = "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
 /** A task's status. */
 export type TaskStatus = "PENDING_REVIEW" | "CLAIMED" | "RESOLVED" | "EXPIRED" | "CANCELLED";
 /** What happens when the producer's time limit runs out (never an approval). */
@@ -61,6 +61,21 @@ export interface ApprovalProgress {
   [extra: string]: unknown;
 }
 
+/** One field of the subject a reviewer asked to change, and why. */
+export interface FieldFeedback {
+  path: string;
+  reason: string;
+}
+
+/** What a reviewer asked to change: notes, fields with reasons, about which revision. */
+export interface ChangeRequest {
+  notes: string | null;
+  fields: FieldFeedback[];
+  revision: number | null;
+  by: string;
+  at: string;
+}
+
 /** One review task, as `GET /tasks/{id}` shows it. */
 export interface Task {
   id: string;
@@ -95,6 +110,14 @@ export interface Task {
   policy?: string | null;
   assigned_group?: string | null;
   summary?: Record<string, unknown> | null;
+  /** JSON Pointers a reviewer may edit before approving (null: no edits). */
+  editable?: string[] | null;
+  /** The remembered approval that approved it, if one did. */
+  grant_id?: string | null;
+  /** Whose move it is: reviewers, the producer (changes were asked for), or nobody. */
+  awaiting?: "reviewers" | "producer" | null;
+  /** The last feedback that asked for changes, kept until the task is decided again. */
+  change_request?: ChangeRequest | null;
   metadata?: Record<string, unknown> | null;
   /** Only in claim answers. */
   lease_token?: string | null;
@@ -106,6 +129,16 @@ export interface Task {
   execution_lease_expires_at?: string | null;
   traceparent?: string | null;
   [extra: string]: unknown;
+}
+
+/** A reviewer edited the subject and approved the edit: run revision `approved_revision`. */
+export function isEdited(task: Task): boolean {
+  return task.status === "RESOLVED" && task.decision === "APPROVED_WITH_EDITS";
+}
+
+/** Sent back for changes: revise the subject and the task returns to review. */
+export function changesRequested(task: Task): boolean {
+  return task.status === "RESOLVED" && task.awaiting === "producer";
 }
 
 /** Waiting for a person (pending or claimed). */

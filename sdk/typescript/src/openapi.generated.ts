@@ -545,6 +545,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/approval-grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List remembered approvals, newest first (admins and supervisors) */
+        get: operations["list_grants_approval_grants_get"];
+        put?: never;
+        /** Create a remembered approval as a policy (admin) */
+        post: operations["create_grant_approval_grants_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approval-grants/{grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a remembered approval (admins, supervisors, the reviewer who made it) */
+        delete: operations["revoke_grant_approval_grants__grant_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/escalation-policies": {
         parameters: {
             query?: never;
@@ -947,10 +982,35 @@ export interface components {
             items: components["schemas"]["AuditEventOut"][];
         };
         /**
+         * ChangeRequestOut
+         * @description What a reviewer asked to change: notes, fields with reasons, about which revision.
+         */
+        ChangeRequestOut: {
+            /** Notes */
+            notes: string | null;
+            /** Fields */
+            fields: components["schemas"]["FieldFeedback"][];
+            /**
+             * Revision
+             * @description The revision the feedback is about.
+             */
+            revision: number | null;
+            /**
+             * By
+             * @description Who asked for the changes.
+             */
+            by: string;
+            /**
+             * At
+             * @description RFC 3339, UTC
+             */
+            at: string;
+        };
+        /**
          * Decision
          * @enum {string}
          */
-        Decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+        Decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
         /** DeliveryAttemptOut */
         DeliveryAttemptOut: {
             /** Attempt */
@@ -1127,6 +1187,14 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /** Editable */
+            editable?: string[] | null;
+            /** Grant Id */
+            grant_id?: string | null;
+            /** Awaiting */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The last feedback asking for changes, until the next decision. */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1251,12 +1319,68 @@ export interface components {
          * @enum {string}
          */
         ExecutionStatus: "EXECUTING" | "COMPLETED" | "FAILED";
+        /**
+         * FieldFeedback
+         * @description One field of the subject that should change, and why.
+         */
+        FieldFeedback: {
+            /**
+             * Path
+             * @description A JSON Pointer (RFC 6901) into the subject, e.g. `/title`.
+             */
+            path: string;
+            /**
+             * Reason
+             * @description Why it should change (required).
+             */
+            reason: string;
+        };
         /** FieldProblem */
         FieldProblem: {
             /** Field */
             field: string;
             /** Message */
             message: string;
+        };
+        /** GrantListOut */
+        GrantListOut: {
+            /** Items */
+            items: components["schemas"]["GrantOut"][];
+        };
+        /** GrantOut */
+        GrantOut: {
+            /** Id */
+            id: string;
+            /** Producer Id */
+            producer_id: string;
+            /** Entity Type */
+            entity_type: string;
+            /** Reason Code */
+            reason_code: string;
+            /** Digest */
+            digest: string | null;
+            /** Conditions */
+            conditions: {
+                [key: string]: unknown;
+            } | null;
+            /** Created By */
+            created_by: string;
+            /** Source Task Id */
+            source_task_id: string | null;
+            /** Note */
+            note: string | null;
+            /** Created At */
+            created_at: string;
+            /** Expires At */
+            expires_at: string;
+            /** Revoked At */
+            revoked_at: string | null;
+            /** Revoked By */
+            revoked_by: string | null;
+            /** Uses */
+            uses: number;
+            /** Live */
+            live: boolean;
         };
         /** HeadlineOut */
         HeadlineOut: {
@@ -1394,6 +1518,14 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /** Editable */
+            editable?: string[] | null;
+            /** Grant Id */
+            grant_id?: string | null;
+            /** Awaiting */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The last feedback asking for changes, until the next decision. */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1582,6 +1714,14 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /** Editable */
+            editable?: string[] | null;
+            /** Grant Id */
+            grant_id?: string | null;
+            /** Awaiting */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The last feedback asking for changes, until the next decision. */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1710,6 +1850,14 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /** Editable */
+            editable?: string[] | null;
+            /** Grant Id */
+            grant_id?: string | null;
+            /** Awaiting */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The last feedback asking for changes, until the next decision. */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -1932,6 +2080,14 @@ export interface components {
              * @description While an execution lease lives: when it lapses.
              */
             execution_lease_expires_at?: string | null;
+            /** Editable */
+            editable?: string[] | null;
+            /** Grant Id */
+            grant_id?: string | null;
+            /** Awaiting */
+            awaiting?: ("reviewers" | "producer") | null;
+            /** @description The last feedback asking for changes, until the next decision. */
+            change_request?: components["schemas"]["ChangeRequestOut"] | null;
             /**
              * Metadata
              * @description The producer's correlation metadata; only for its producer and admins.
@@ -2820,6 +2976,7 @@ export interface operations {
                     source_revisions?: string[];
                     material_paths?: string[];
                     approval_ttl_seconds?: number;
+                    editable?: string[];
                     /** Format: date-time */
                     deadline?: string;
                     /** Format: date-time */
@@ -3884,7 +4041,7 @@ export interface operations {
                  */
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
                     /**
                      * Notes
                      * @description Required to reject and to request a revision; at most 10,000 characters.
@@ -3905,10 +4062,30 @@ export interface operations {
                      * @description That revision's digest (RFC 8785 SHA-256, as shown on the task).
                      */
                     digest?: string | null;
+                    /**
+                     * Subject
+                     * @description With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` paths may differ): the next revision, by the reviewer, is what is approved.
+                     */
+                    subject?: {
+                        [key: string]: unknown;
+                    } | null;
                     /** Resolution Payload */
                     resolution_payload?: {
                         [key: string]: unknown;
                     } | null;
+                    /**
+                     * Remember Seconds
+                     * @description With an approval: allow the same action again for this many seconds (at most `SIGNOFF_MAX_GRANT_SECONDS`): later escalations by the same producer, of the same entity type and reason, with the same subject digest, are approved at once.
+                     */
+                    remember_seconds?: number | null;
+                    /**
+                     * Fields
+                     * @description With `REVISION_REQUESTED` only: fields to change, each with its reason; kept with the notes as `change_request` until the next decision.
+                     */
+                    fields?: {
+                        path: string;
+                        reason: string;
+                    }[] | null;
                 };
             };
         };
@@ -4022,7 +4199,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_LEASE_LOST, ERR_STATE_CONFLICT, ERR_TASK_EXPIRED, ERR_TASK_CANCELLED, ERR_LEASE_EXPIRED, ERR_STALE_REVISION, ERR_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_LEASE_LOST, ERR_STATE_CONFLICT, ERR_TASK_EXPIRED, ERR_TASK_CANCELLED, ERR_LEASE_EXPIRED, ERR_STALE_REVISION, ERR_DECIDED_BY_VOTES, ERR_REVISION_LIMIT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4040,7 +4217,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_LEASE_LOST" | "ERR_STATE_CONFLICT" | "ERR_TASK_EXPIRED" | "ERR_TASK_CANCELLED" | "ERR_LEASE_EXPIRED" | "ERR_STALE_REVISION" | "ERR_DECIDED_BY_VOTES";
+                        error_code?: "ERR_LEASE_LOST" | "ERR_STATE_CONFLICT" | "ERR_TASK_EXPIRED" | "ERR_TASK_CANCELLED" | "ERR_LEASE_EXPIRED" | "ERR_STALE_REVISION" | "ERR_DECIDED_BY_VOTES" | "ERR_REVISION_LIMIT";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -4070,7 +4247,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_NOT_EDITABLE, ERR_HEADLINE_FIELD, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4078,17 +4255,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_NOT_EDITABLE",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_NOT_EDITABLE)",
+                     *       "error_code": "ERR_NOT_EDITABLE",
+                     *       "message": "why this request was refused (ERR_NOT_EDITABLE)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_NOT_EDITABLE" | "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -6410,7 +6587,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
                     /**
                      * Notes
                      * @description Required to reject and to request a revision; at most 10,000 characters.
@@ -6431,6 +6608,13 @@ export interface operations {
                      * @description That revision's digest (RFC 8785 SHA-256, as shown on the task).
                      */
                     digest?: string | null;
+                    /**
+                     * Subject
+                     * @description With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` paths may differ): the next revision, by the reviewer, is what is approved.
+                     */
+                    subject?: {
+                        [key: string]: unknown;
+                    } | null;
                     /**
                      * Stage
                      * @description The stage the vote is meant for (from 1, as `approval_progress.stage`): required to vote at a later stage after voting at an earlier one; a vote naming another stage than the one being voted on is 409 `ERR_STAGE_NOT_OPEN`.
@@ -6549,7 +6733,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES */
+            /** @description Conflict with the current state: ERR_STATE_CONFLICT, ERR_STALE_REVISION, ERR_ALREADY_VOTED, ERR_STAGE_NOT_OPEN, ERR_NOT_DECIDED_BY_VOTES, ERR_REVISION_LIMIT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6567,7 +6751,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES";
+                        error_code?: "ERR_STATE_CONFLICT" | "ERR_STALE_REVISION" | "ERR_ALREADY_VOTED" | "ERR_STAGE_NOT_OPEN" | "ERR_NOT_DECIDED_BY_VOTES" | "ERR_REVISION_LIMIT";
                         /** @enum {integer} */
                         status?: 409;
                     };
@@ -6597,7 +6781,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid input: ERR_VALIDATION */
+            /** @description Invalid input: ERR_NOT_EDITABLE, ERR_HEADLINE_FIELD, ERR_VALIDATION */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6605,17 +6789,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "type": "urn:signoff:problem:ERR_NOT_EDITABLE",
                      *       "title": "Unprocessable content",
                      *       "status": 422,
-                     *       "detail": "why this request was refused (ERR_VALIDATION)",
-                     *       "error_code": "ERR_VALIDATION",
-                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *       "detail": "why this request was refused (ERR_NOT_EDITABLE)",
+                     *       "error_code": "ERR_NOT_EDITABLE",
+                     *       "message": "why this request was refused (ERR_NOT_EDITABLE)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {string} */
-                        error_code?: "ERR_VALIDATION";
+                        error_code?: "ERR_NOT_EDITABLE" | "ERR_HEADLINE_FIELD" | "ERR_VALIDATION";
                         /** @enum {integer} */
                         status?: 422;
                     };
@@ -7144,6 +7328,401 @@ export interface operations {
                         error_code?: "ERR_FORBIDDEN";
                         /** @enum {integer} */
                         status?: 403;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    list_grants_approval_grants_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantListOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description Not allowed for this caller: ERR_FORBIDDEN */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_FORBIDDEN",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "detail": "why this request was refused (ERR_FORBIDDEN)",
+                     *       "error_code": "ERR_FORBIDDEN",
+                     *       "message": "why this request was refused (ERR_FORBIDDEN)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_FORBIDDEN";
+                        /** @enum {integer} */
+                        status?: 403;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    create_grant_approval_grants_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Producer Id */
+                    producer_id: string;
+                    /** Entity Type */
+                    entity_type: string;
+                    /** Reason Code */
+                    reason_code: string;
+                    /** Digest */
+                    digest?: string | null;
+                    /** Conditions */
+                    conditions?: {
+                        [key: string]: unknown;
+                    } | null;
+                    /**
+                     * Seconds
+                     * @description How long it lasts (at most SIGNOFF_MAX_GRANT_SECONDS).
+                     */
+                    seconds: number;
+                    /** Note */
+                    note?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantOut"];
+                };
+            };
+            /** @description Bad request: ERR_MALFORMED_JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_MALFORMED_JSON",
+                     *       "title": "Bad request",
+                     *       "status": 400,
+                     *       "detail": "why this request was refused (ERR_MALFORMED_JSON)",
+                     *       "error_code": "ERR_MALFORMED_JSON",
+                     *       "message": "why this request was refused (ERR_MALFORMED_JSON)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_MALFORMED_JSON";
+                        /** @enum {integer} */
+                        status?: 400;
+                    };
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description Not allowed for this caller: ERR_FORBIDDEN */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_FORBIDDEN",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "detail": "why this request was refused (ERR_FORBIDDEN)",
+                     *       "error_code": "ERR_FORBIDDEN",
+                     *       "message": "why this request was refused (ERR_FORBIDDEN)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_FORBIDDEN";
+                        /** @enum {integer} */
+                        status?: 403;
+                    };
+                };
+            };
+            /** @description Body larger than SIGNOFF_MAX_BODY_BYTES: ERR_PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_PAYLOAD_TOO_LARGE",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "detail": "why this request was refused (ERR_PAYLOAD_TOO_LARGE)",
+                     *       "error_code": "ERR_PAYLOAD_TOO_LARGE",
+                     *       "message": "why this request was refused (ERR_PAYLOAD_TOO_LARGE)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_PAYLOAD_TOO_LARGE";
+                        /** @enum {integer} */
+                        status?: 413;
+                    };
+                };
+            };
+            /** @description Invalid input: ERR_VALIDATION */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_VALIDATION",
+                     *       "title": "Unprocessable content",
+                     *       "status": 422,
+                     *       "detail": "why this request was refused (ERR_VALIDATION)",
+                     *       "error_code": "ERR_VALIDATION",
+                     *       "message": "why this request was refused (ERR_VALIDATION)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_VALIDATION";
+                        /** @enum {integer} */
+                        status?: 422;
+                    };
+                };
+            };
+            /** @description The database is not available; retry: ERR_NOT_READY */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_NOT_READY",
+                     *       "title": "Service not ready",
+                     *       "status": 503,
+                     *       "detail": "why this request was refused (ERR_NOT_READY)",
+                     *       "error_code": "ERR_NOT_READY",
+                     *       "message": "why this request was refused (ERR_NOT_READY)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_NOT_READY";
+                        /** @enum {integer} */
+                        status?: 503;
+                    };
+                };
+            };
+        };
+    };
+    revoke_grant_approval_grants__grant_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantOut"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="signoff"`: send an API key. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
+                     *       "title": "Unauthenticated",
+                     *       "status": 401,
+                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
+                     *       "error_code": "ERR_UNAUTHENTICATED",
+                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_UNAUTHENTICATED";
+                        /** @enum {integer} */
+                        status?: 401;
+                    };
+                };
+            };
+            /** @description Not found: ERR_GRANT_NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:signoff:problem:ERR_GRANT_NOT_FOUND",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "why this request was refused (ERR_GRANT_NOT_FOUND)",
+                     *       "error_code": "ERR_GRANT_NOT_FOUND",
+                     *       "message": "why this request was refused (ERR_GRANT_NOT_FOUND)"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        error_code?: "ERR_GRANT_NOT_FOUND";
+                        /** @enum {integer} */
+                        status?: 404;
                     };
                 };
             };
@@ -8303,7 +8882,7 @@ export interface operations {
             content: {
                 "application/x-www-form-urlencoded": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
                     /** @description Required to reject and to request a revision; at most 10,000 characters. */
                     notes?: string;
                     /** @description The form token from the page (GET /r/{token}). */
@@ -8318,7 +8897,7 @@ export interface operations {
                  */
                 "application/json": {
                     /** @enum {string} */
-                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED";
+                    decision: "APPROVED" | "REJECTED" | "REVISION_REQUESTED" | "APPROVED_WITH_EDITS" | "APPROVED_BY_GRANT";
                     /** @description Required to reject and to request a revision; at most 10,000 characters. */
                     notes?: string;
                     /** @description Required on a task with a subject. */

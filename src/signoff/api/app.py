@@ -16,7 +16,7 @@ from signoff.api.guard import TextGuard
 from signoff.api.latency import LatencyMiddleware
 from signoff.api.openapi import build_openapi
 from signoff.api.problems import http_problem, install_problem_handlers
-from signoff.api.routes import admin, approvals, events, tasks, votes, waiting, webhooks
+from signoff.api.routes import admin, approvals, events, grants, tasks, votes, waiting, webhooks
 from signoff.api.routes import evidence as evidence_routes
 from signoff.api.routes import supervision as supervision_routes
 from signoff.api.routes import users as user_routes
@@ -119,6 +119,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.include_router(evidence_routes.router)
     app.include_router(approvals.router)
     app.include_router(votes.router)
+    app.include_router(grants.router)
     app.include_router(waiting.router)
     app.include_router(webhooks.router)
     app.include_router(events.router)

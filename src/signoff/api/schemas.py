@@ -12,6 +12,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
+from signoff.api.feedback_schemas import (
+    FIELDS_SCHEMA,
+    REMEMBER_DOC,
+    ChangeRequestOut,
+    FieldFeedback,
+)
 from signoff.domain.approval_rules import MAX_STAGES
 from signoff.domain.decisions import DECISION_RULES, NOTES_MAX_LENGTH, notes_rule
 from signoff.domain.states import Decision, Role
@@ -63,12 +69,24 @@ class DecisionRequest(_Strict):
         pattern="^[a-f0-9]{64}$",
         description="That revision's digest (RFC 8785 SHA-256, as shown on the task).",
     )
+    subject: dict[str, Any] | None = Field(
+        default=None,
+        description="With `APPROVED_WITH_EDITS` only: the edited subject (its `editable` "
+        "paths may differ): the next revision, by the reviewer, is what is approved.",
+    )
 
 
 class ResolveRequest(DecisionRequest):
     """The decision under a lease, with an optional payload for the source system."""
 
     resolution_payload: dict[str, Any] | None = None
+    remember_seconds: StrictInt | None = Field(default=None, description=REMEMBER_DOC)
+    # Inline (request bodies are documented from the model's own schema, without $defs).
+    fields: Annotated[list[FieldFeedback] | None, WithJsonSchema(FIELDS_SCHEMA)] = Field(
+        default=None,
+        description="With `REVISION_REQUESTED` only: fields to change, each with its reason; "
+        "kept with the notes as `change_request` until the next decision.",
+    )
 
 
 class VoteRequest(DecisionRequest):
@@ -196,6 +214,12 @@ class TaskOut(BaseModel):
     execution_status: Literal["EXECUTING", "COMPLETED", "FAILED"] | None
     execution_lease_expires_at: str | None = Field(
         default=None, description="While an execution lease lives: when it lapses."
+    )
+    editable: list[str] | None = None
+    grant_id: str | None = None
+    awaiting: Literal["reviewers", "producer"] | None = None
+    change_request: ChangeRequestOut | None = Field(
+        default=None, description="The last feedback asking for changes, until the next decision."
     )
     metadata: dict[str, Any] | None = Field(
         default=None,

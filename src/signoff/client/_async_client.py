@@ -101,6 +101,7 @@ class AsyncSignoff:
         approval_rule: Mapping[str, Any] | str | None = None,
         requested_by: str | None = None,
         headline: Mapping[str, Any] | None = None,
+        editable: Sequence[str] | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -128,6 +129,7 @@ class AsyncSignoff:
             approval_rule=approval_rule,
             requested_by=requested_by,
             headline=headline,
+            editable=editable,
         )
         return await self._runner.run(
             ops.escalate(
@@ -215,6 +217,14 @@ class AsyncSignoff:
         through :meth:`get_revision`)."""
         return await self._runner.run(ops.revisions(task_id))
 
+    async def approved_subject(self, task: Task) -> dict[str, Any]:
+        """The subject the task's approval covers: as the producer sent it, or as a
+        reviewer edited it (``task.edited``). Run exactly this, and name it to the
+        execution gate."""
+        if task.approved_revision is None:
+            raise ValueError(f"task {task.id} has no approval")
+        return dict((await self.get_revision(task, task.approved_revision)).subject or {})
+
     async def get_revision(self, task_id: str | Task, revision: int | None = None) -> Revision:
         """One revision with its ``subject`` (the current one when ``revision`` is None)."""
         return await self._runner.run(ops.get_revision(task_id, revision))
@@ -264,6 +274,9 @@ class AsyncSignoff:
         resolution_payload: Mapping[str, Any] | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        fields: Sequence[Mapping[str, str]] | None = None,
+        subject: Mapping[str, Any] | None = None,
+        remember_seconds: int | None = None,
     ) -> Task:
         return await self._runner.run(
             ops.resolve(
@@ -274,6 +287,9 @@ class AsyncSignoff:
                 resolution_payload=resolution_payload,
                 revision=revision,
                 digest=digest,
+                fields=fields,
+                subject=subject,
+                remember_seconds=remember_seconds,
             )
         )
 
@@ -286,6 +302,7 @@ class AsyncSignoff:
         revision: int | None = None,
         digest: str | None = None,
         stage: int | None = None,
+        subject: Mapping[str, Any] | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
         once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
@@ -299,6 +316,7 @@ class AsyncSignoff:
                 revision=revision,
                 digest=digest,
                 stage=stage,
+                subject=subject,
             )
         )
 

@@ -114,6 +114,7 @@ class Signoff:
         approval_rule: Mapping[str, Any] | str | None = None,
         requested_by: str | None = None,
         headline: Mapping[str, Any] | None = None,
+        editable: Sequence[str] | None = None,
         traceparent: str | None = None,
         on_conflict: OnConflict = "raise",
     ) -> Task:
@@ -151,6 +152,7 @@ class Signoff:
             approval_rule=approval_rule,
             requested_by=requested_by,
             headline=headline,
+            editable=editable,
         )
         return self._runner.run(
             ops.escalate(
@@ -238,6 +240,14 @@ class Signoff:
         through :meth:`get_revision`)."""
         return self._runner.run(ops.revisions(task_id))
 
+    def approved_subject(self, task: Task) -> dict[str, Any]:
+        """The subject the task's approval covers: as the producer sent it, or as a
+        reviewer edited it (``task.edited``). Run exactly this, and name it to the
+        execution gate."""
+        if task.approved_revision is None:
+            raise ValueError(f"task {task.id} has no approval")
+        return dict((self.get_revision(task, task.approved_revision)).subject or {})
+
     def get_revision(self, task_id: str | Task, revision: int | None = None) -> Revision:
         """One revision with its ``subject`` (the current one when ``revision`` is None)."""
         return self._runner.run(ops.get_revision(task_id, revision))
@@ -293,9 +303,15 @@ class Signoff:
         resolution_payload: Mapping[str, Any] | None = None,
         revision: int | None = None,
         digest: str | None = None,
+        fields: Sequence[Mapping[str, str]] | None = None,
+        subject: Mapping[str, Any] | None = None,
+        remember_seconds: int | None = None,
     ) -> Task:
         """Record a decision. Pass the claimed :class:`Task` to resolve the revision it shows
-        under its lease, or a task id with ``lease_token`` (and ``revision``/``digest``)."""
+        under its lease, or a task id with ``lease_token`` (and ``revision``/``digest``).
+        ``fields``: with ``REVISION_REQUESTED``, the subject's fields that should change,
+        ``[{"path": "/title", "reason": "..."}]``. ``subject``: with
+        ``APPROVED_WITH_EDITS``, the subject as edited (only its ``editable`` paths)."""
         return self._runner.run(
             ops.resolve(
                 task,
@@ -305,6 +321,9 @@ class Signoff:
                 resolution_payload=resolution_payload,
                 revision=revision,
                 digest=digest,
+                fields=fields,
+                subject=subject,
+                remember_seconds=remember_seconds,
             )
         )
 
@@ -317,6 +336,7 @@ class Signoff:
         revision: int | None = None,
         digest: str | None = None,
         stage: int | None = None,
+        subject: Mapping[str, Any] | None = None,
     ) -> Task:
         """Vote on a task with an approval rule: no lease is taken (several people vote at
         once). Pass the :class:`Task` you reviewed to vote on the revision it shows; name
@@ -330,6 +350,7 @@ class Signoff:
                 revision=revision,
                 digest=digest,
                 stage=stage,
+                subject=subject,
             )
         )
 

@@ -169,7 +169,9 @@ class _Guard:
                 f"{where}: a revision was requested ({task.notes or 'no notes'})",
                 task=task,
             )
-        if task.decision != "APPROVED" or task.approved_digest != digest(subject):
+        # Approved as it is, or by a remembered approval of exactly it; a reviewer's edit
+        # approves other arguments, which this call does not run.
+        if not task.is_approved or task.approved_digest != digest(subject):
             raise NotApproved(f"{where} does not approve these arguments", task=task)
 
 

@@ -34,7 +34,9 @@ __all__ = [
 
 #: A decision a person can make, in the server's order (held equal to the server's
 #: decision rules by a test; the SDK imports nothing of the server).
-Decision = Literal["APPROVED", "REJECTED", "REVISION_REQUESTED"]
+Decision = Literal[
+    "APPROVED", "REJECTED", "REVISION_REQUESTED", "APPROVED_WITH_EDITS", "APPROVED_BY_GRANT"
+]
 #: A task's status (held equal to the server's by a test).
 TaskStatus = Literal["PENDING_REVIEW", "CLAIMED", "RESOLVED", "EXPIRED", "CANCELLED"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
@@ -125,6 +127,27 @@ class ApprovalProgress(_Model):
     text: str
 
 
+class FieldFeedback(_Model):
+    """One field of the subject a reviewer asked to change, and why."""
+
+    path: str
+    reason: str
+
+
+class ChangeRequest(_Model):
+    """What a reviewer asked to change (the task waits on its producer's next revision)."""
+
+    notes: str | None = None
+    fields: list[FieldFeedback] = Field(default_factory=list)
+    revision: int | None = None
+    by: str
+    at: datetime
+
+
+#: The decisions that approve: as sent, as a reviewer edited it, by a remembered approval.
+APPROVALS = ("APPROVED", "APPROVED_WITH_EDITS", "APPROVED_BY_GRANT")
+
+
 class Task(_Model):
     """One review task, as ``GET /tasks/{id}`` shows it."""
 
@@ -163,6 +186,20 @@ class Task(_Model):
     policy: str | None = None
     assigned_group: str | None = None
     summary: dict[str, Any] | None = None
+    editable: list[str] | None = Field(
+        default=None, description="JSON Pointers a reviewer may edit before approving."
+    )
+    grant_id: str | None = Field(
+        default=None, description="The remembered approval that approved it, if one did."
+    )
+    awaiting: str | None = Field(
+        default=None,
+        description="Whose move it is: reviewers, producer (changes were asked for), or null.",
+    )
+    change_request: ChangeRequest | None = Field(
+        default=None,
+        description="The last feedback that asked for changes, kept until the next decision.",
+    )
     metadata: dict[str, Any] | None = Field(
         default=None, description="The producer's own correlation data, as escalated."
     )
@@ -194,8 +231,22 @@ class Task(_Model):
         return self.status == "RESOLVED" and self.decision is not None
 
     @property
+    def changes_requested(self) -> bool:
+        """A reviewer sent the work back: revise the subject (``change_request`` says what
+        and why) and the task returns to review; nothing may execute until then."""
+        return self.status == "RESOLVED" and self.awaiting == "producer"
+
+    @property
     def is_approved(self) -> bool:
-        return self.status == "RESOLVED" and self.decision == "APPROVED"
+        """Approved as it was, or as a reviewer edited it (:attr:`edited`)."""
+        return self.status == "RESOLVED" and self.decision in APPROVALS
+
+    @property
+    def edited(self) -> bool:
+        """A reviewer edited the subject and approved the edit: what may run is revision
+        ``approved_revision`` (its author is the reviewer), read it with
+        :meth:`Signoff.approved_subject`; the execution gate accepts only its digest."""
+        return self.status == "RESOLVED" and self.decision == "APPROVED_WITH_EDITS"
 
     @property
     def timed_out(self) -> bool:

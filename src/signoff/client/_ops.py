@@ -158,6 +158,7 @@ def escalation_body(
     approval_rule: Mapping[str, Any] | str | None = None,
     requested_by: str | None = None,
     headline: Mapping[str, Any] | None = None,
+    editable: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The escalation request without its ids (:func:`escalate` derives them from the
     caller's key), the precheck hash computed. ``timeout_seconds`` sets the producer's time
@@ -189,6 +190,7 @@ def escalation_body(
         "approval_rule": approval_rule,
         "requested_by": requested_by,
         "headline": headline,
+        "editable": editable,
     }
     body.update({name: _plain(value) for name, value in optional.items() if value is not None})
     if timeout_seconds is not None:
@@ -196,7 +198,7 @@ def escalation_body(
         if timeout_group is not None:
             timeout["group"] = timeout_group
         body["timeout"] = timeout
-    for name in ("source_revisions", "material_paths"):
+    for name in ("source_revisions", "material_paths", "editable"):
         if name in body:
             body[name] = list(body[name])
     return body
@@ -372,6 +374,9 @@ def resolve(
     resolution_payload: Mapping[str, Any] | None,
     revision: int | None,
     digest: str | None,
+    fields: Sequence[Mapping[str, str]] | None = None,
+    subject: Mapping[str, Any] | None = None,
+    remember_seconds: int | None = None,
 ) -> Op[Task]:
     """Resolve under the lease. Given the claimed :class:`Task`, the revision and digest the
     reviewer saw are taken from it (the identical resolve repeated is idempotent)."""
@@ -385,6 +390,9 @@ def resolve(
         "resolution_payload": resolution_payload,
         "revision": revision,
         "digest": digest,
+        "fields": [dict(f) for f in fields] if fields else None,
+        "subject": _plain(dict(subject)) if subject is not None else None,
+        "remember_seconds": remember_seconds,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call(
@@ -401,6 +409,7 @@ def vote(
     revision: int | None,
     digest: str | None,
     stage: int | None = None,
+    subject: Mapping[str, Any] | None = None,
 ) -> Op[Task]:
     """Vote on a task with an approval rule (no lease). Given a :class:`Task`, the revision
     and digest it shows are the ones voted on; the identical vote repeated is idempotent
@@ -412,6 +421,7 @@ def vote(
         digest = digest if digest is not None else task_id.digest
     body: dict[str, Any] = {"decision": decision}
     optional = {"notes": notes, "revision": revision, "digest": digest, "stage": stage}
+    optional["subject"] = _plain(dict(subject)) if subject is not None else None
     body.update({k: v for k, v in optional.items() if v is not None})
     response = yield _call("POST", f"/tasks/{_id(task_id)}/votes", json=body, retry=True)
     return _task(response)

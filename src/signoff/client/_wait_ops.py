@@ -29,7 +29,10 @@ T = TypeVar("T")
 def _settled(task: Task, revision: int | None) -> bool:
     if task.status not in SETTLED_STATUSES:
         return False
-    return revision is None or task.status != "RESOLVED" or task.current_revision == revision
+    if revision is None or task.status != "RESOLVED" or task.current_revision == revision:
+        return True
+    # A reviewer's edit of the revision waited on is its decision (the edit is the next one).
+    return task.edited and task.current_revision == revision + 1
 
 
 #: Answers that mean "the server is restarting or overloaded": a wait tries again.
@@ -79,8 +82,9 @@ def wait_for_decision(
     """Long-poll until the task is decided (or expired, or cancelled).
 
     With ``revision``, a decision about another revision does not count (the subject
-    changed since): keep waiting for the decision about this one. A server restart, a
-    dropped connection or a 5xx/429 answer does not end the wait: it reconnects with
+    changed since): keep waiting for the decision about this one. A reviewer's edit of it
+    (``APPROVED_WITH_EDITS``, the edit being the next revision) is that decision. A server
+    restart, a dropped connection or a 5xx/429 answer does not end the wait: it reconnects with
     backoff and jitter until ``timeout`` has passed.
     """
     deadline = clock() + timeout

@@ -32,7 +32,8 @@ from signoff.console.shared import (
     service_context,
 )
 from signoff.domain.clock import rfc3339
-from signoff.domain.decisions import parse_decision
+from signoff.domain.decisions import parse_decision, rule_for
+from signoff.domain.edits import edit_fields, edited_subject
 from signoff.domain.json_input import parse_json_strict
 from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
@@ -132,6 +133,7 @@ async def _task_values(
         "trace_id": bundle.get("trace_id"),
         "revision": revision,
         "subject_rows": views.flatten(subject) if subject is not None else [],
+        "edit_fields": edit_fields(task.editable, subject),
         "subject_actions": (subject or {}).get("actions") or [],
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
@@ -163,6 +165,17 @@ async def _task_values(
         if principal.role in OVERSEERS and task.status in ACTIVE
         else [],
     }
+
+
+def form_fields(text: str) -> list[dict[str, str]] | None:
+    """The form's "fields to change": one per line, the field's JSON Pointer, a space, and
+    the reason. Read as written; the decision's rules check them (``fields[i]…``)."""
+    found = []
+    for line in text.splitlines():
+        path, _, reason = line.strip().partition(" ")
+        if path:
+            found.append({"path": path, "reason": reason.strip()})
+    return found or None
 
 
 def _earlier_decisions(trail: list[dict[str, Any]], me: str) -> list[dict[str, Any]]:
@@ -371,6 +384,20 @@ async def _decide(
             problem = f"The resolution payload is not valid JSON: {error.message}"
             refusal = error
     digest = str(form.get("digest") or "") or None
+    fields = form_fields(str(form.get("fields") or ""))
+    remember = number_or_none(form.get("remember_seconds"))
+    edited = None
+    if problem is None and rule_for(decision).edits_subject and revision is not None:
+        try:
+            shown = await approval_service.get_revision(
+                context, principal, task_id, revision, as_viewed=False
+            )
+        except SignoffError as error:
+            problem, refusal = error.message, error
+        else:
+            edited = edited_subject(
+                shown["subject"], {k: v[0] for k, v in form.fields.items() if v}
+            )
     if problem is not None:
         notice = Notice(problem, "error", refusal)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
@@ -385,6 +412,9 @@ async def _decide(
             resolution_payload=payload,
             revision=revision,
             digest=digest,
+            fields=fields,
+            subject=edited,
+            remember_seconds=remember,
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is

@@ -49,6 +49,8 @@ DECISION_DONE: Mapping[Decision, str] = MappingProxyType(
         Decision.APPROVED: "approved",
         Decision.REJECTED: "rejected",
         Decision.REVISION_REQUESTED: "asked for a revision",
+        Decision.APPROVED_WITH_EDITS: "edited and approved",
+        Decision.APPROVED_BY_GRANT: "approved by a remembered approval",
     }
 )
 

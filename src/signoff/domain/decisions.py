@@ -74,6 +74,19 @@ class DecisionRule:
     ``approval_ttl_seconds`` (or ``SIGNOFF_APPROVAL_TTL_SECONDS``), and lets the
     execution gate go on to check the approval itself."""
     after_revision: AfterRevision
+    asks_for_changes: bool
+    """The decision sends the work back to its producer: the task waits on the producer
+    (out of every reviewer's queue) until its next revision returns it to review, and the
+    decision may name the fields that should change, each with its reason. The notes and
+    those fields are kept as the task's ``change_request``, shown beside the next
+    revision's diff."""
+    edits_subject: bool
+    """The decision carries the reviewer's edit of the subject: only the paths the
+    producer declared ``editable`` may change; it becomes a new revision authored by the
+    reviewer, and the decision (an approval) is bound to that revision and digest."""
+    made_by_people: bool
+    """Offered on every door (API, console, resume page, SDK); ``False``: only Signoff
+    makes it, and a door naming it is refused (a remembered approval)."""
     execution_refusal: RefusalReason | None
     """What an execute attempt on a task decided this way is told; ``None`` exactly when
     the decision grants an approval (the gate then checks revision, expiry and authority)."""
@@ -93,6 +106,9 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=True,
             after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
+            edits_subject=False,
+            made_by_people=True,
             execution_refusal=None,
         ),
         Decision.REJECTED: DecisionRule(
@@ -107,6 +123,9 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=False,
             after_revision=AfterRevision.REFUSE,
+            asks_for_changes=False,
+            edits_subject=False,
+            made_by_people=True,
             execution_refusal=RefusalReason.REJECTED,
         ),
         Decision.REVISION_REQUESTED: DecisionRule(
@@ -121,7 +140,44 @@ DECISION_RULES: Mapping[Decision, DecisionRule] = MappingProxyType(
             producer_may_decide=False,
             grants_approval=False,
             after_revision=AfterRevision.REOPEN,
+            asks_for_changes=True,
+            edits_subject=False,
+            made_by_people=True,
             execution_refusal=RefusalReason.REVISION_REQUESTED,
+        ),
+        Decision.APPROVED_WITH_EDITS: DecisionRule(
+            decision=Decision.APPROVED_WITH_EDITS,
+            label="Edit and approve",
+            verb="edit and approve",
+            shortcut="e",
+            tone="approve",
+            needs_subject=True,
+            notes_required=False,
+            notes_hint="optional; say what you changed and why",
+            producer_may_decide=False,
+            grants_approval=True,
+            after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
+            edits_subject=True,
+            made_by_people=True,
+            execution_refusal=None,
+        ),
+        Decision.APPROVED_BY_GRANT: DecisionRule(
+            decision=Decision.APPROVED_BY_GRANT,
+            label="Approved by a remembered approval",
+            verb="approve by a remembered approval",
+            shortcut="g",
+            tone="approve",
+            needs_subject=True,
+            notes_required=False,
+            notes_hint="the grant is cited instead",
+            producer_may_decide=False,
+            grants_approval=True,
+            after_revision=AfterRevision.RECONSIDER,
+            asks_for_changes=False,
+            edits_subject=False,
+            made_by_people=False,
+            execution_refusal=None,
         ),
     }
 )
@@ -137,9 +193,23 @@ def decisions_where(predicate: str) -> tuple[Decision, ...]:
     return tuple(d for d, r in DECISION_RULES.items() if getattr(r, predicate) is True)
 
 
-def choices(*, has_subject: bool) -> tuple[DecisionRule, ...]:
-    """The decisions a person may choose on a task with or without a subject, in order."""
-    return tuple(r for r in DECISION_RULES.values() if has_subject or not r.needs_subject)
+def choices(*, has_subject: bool, editable: bool = False) -> tuple[DecisionRule, ...]:
+    """The decisions a person may choose on a task with or without a subject (and with or
+    without fields its producer declared ``editable``), in order."""
+    return tuple(
+        r
+        for r in DECISION_RULES.values()
+        if r.made_by_people
+        and (has_subject or not r.needs_subject)
+        and (editable or not r.edits_subject)
+    )
+
+
+def require_made_by_people(decision: Decision) -> None:
+    """Raises ``ERR_VALIDATION`` naming ``decision`` for a decision only Signoff makes."""
+    if not rule_for(decision).made_by_people:
+        problem = f"{decision.value} is made only by Signoff (a remembered approval)"
+        raise validation_error([FieldError("decision", problem)], f"The decision {problem}.")
 
 
 def notes_rule() -> str:
@@ -196,8 +266,10 @@ def rules_markdown() -> str:
     yes = {True: "yes", False: "no"}
     lines = [
         "| decision | button (key) | needs a subject | notes | the producer's principal may make it"
-        " | grants an approval (expires, opens the gate) | a new revision then | execute is told |",
-        "|---|---|---|---|---|---|---|---|",
+        " | grants an approval (expires, opens the gate) | waits on the producer (fields with"
+        " reasons) | carries the reviewer's edit (a new revision) | made by people"
+        " | a new revision then | execute is told |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     after = {
         AfterRevision.RECONSIDER: "invalidates it (material change) or carries it forward",
@@ -210,6 +282,8 @@ def rules_markdown() -> str:
         lines.append(
             f"| `{rule.decision.value}` | {rule.label} (`{rule.shortcut}`)"
             f" | {yes[rule.needs_subject]} | {notes} | {yes[rule.producer_may_decide]}"
-            f" | {yes[rule.grants_approval]} | {after[rule.after_revision]} | {refusal} |"
+            f" | {yes[rule.grants_approval]} | {yes[rule.asks_for_changes]}"
+            f" | {yes[rule.edits_subject]} | {yes[rule.made_by_people]}"
+            f" | {after[rule.after_revision]} | {refusal} |"
         )
     return "\n".join(lines) + "\n"

@@ -64,6 +64,13 @@ SUBJECT_FIELDS_SCHEMA: dict[str, Any] = {
             "items": {"type": "string", "pattern": "^(/.*)?$"},
         },
         "approval_ttl_seconds": {"type": "integer", "minimum": 1, "maximum": 315360000},
+        "editable": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 100,
+            "uniqueItems": True,
+            "items": {"type": "string", "pattern": "^/", "maxLength": 500},
+        },
     },
 }
 
@@ -79,6 +86,8 @@ class SubjectInput:
     source_revisions: list[str]
     material_paths: list[str] | None = None
     approval_ttl_seconds: int | None = None
+    editable: list[str] | None = None
+    """JSON Pointers a reviewer may edit before approving (``None``: no edits)."""
 
 
 def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> SubjectInput | None:
@@ -101,7 +110,7 @@ def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> 
     if "subject" not in body:
         stray = [
             name
-            for name in ("source_revisions", "material_paths", "approval_ttl_seconds")
+            for name in ("source_revisions", "material_paths", "approval_ttl_seconds", "editable")
             if name in body
         ]
         if stray:
@@ -111,7 +120,9 @@ def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> 
     if len(ids) != len(set(ids)):
         raise validation_error([FieldError("subject.actions", "action ids must be unique")])
     if not allow_policy:
-        stray = [name for name in ("material_paths", "approval_ttl_seconds") if name in body]
+        stray = [
+            name for name in ("material_paths", "approval_ttl_seconds", "editable") if name in body
+        ]
         if stray:
             raise validation_error(
                 [FieldError(name, "is set at escalation only") for name in stray]
@@ -121,6 +132,7 @@ def parse_subject_fields(body: dict[str, Any], *, allow_policy: bool = True) -> 
         source_revisions=list(body.get("source_revisions", [])),
         material_paths=body.get("material_paths"),
         approval_ttl_seconds=body.get("approval_ttl_seconds"),
+        editable=body.get("editable"),
     )
 
 

@@ -35,6 +35,11 @@ class Decision(StrEnum):
     REVISION_REQUESTED = "REVISION_REQUESTED"
     """The reviewer asks for changes (notes say which); a new revision of the
     subject sends the task back to review."""
+    APPROVED_WITH_EDITS = "APPROVED_WITH_EDITS"
+    """The reviewer edits the subject (only what the producer declared ``editable``) and
+    approves the edit: a new revision authored by the reviewer, the approval bound to it."""
+    APPROVED_BY_GRANT = "APPROVED_BY_GRANT"
+    """Approved at escalation by a remembered approval (a grant), never by a door."""
 
 
 class ExecutionStatus(StrEnum):
@@ -84,6 +89,8 @@ class Action(StrEnum):
     VOTE = "vote"
     DECIDE_BY_VOTES = "decide_by_votes"
     VOID_VOTES = "void_votes"
+    # Remembered approvals: a live grant approves a matching escalation at once.
+    APPLY_GRANT = "apply_grant"
 
 
 class LeaseRule(StrEnum):
@@ -196,6 +203,7 @@ TRANSITIONS: dict[Action, Transition] = dict(
             "task.votes_voided",
             by_votes=True,
         ),
+        _t(Action.APPLY_GRANT, {P}, R, PRODUCERS, LeaseRule.NONE, "task.resolved", by_votes=False),
         # The reviewed object changes. While in review the new revision simply
         # becomes current; after an approval it invalidates it (REOPEN) unless the change
         # is confined to non-material paths (CARRY_FORWARD); after REVISION_REQUESTED it

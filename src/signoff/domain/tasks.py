@@ -14,7 +14,7 @@ from typing import Any
 from signoff.domain.approval_rules import progress, rule_from_json, votes_from_json
 from signoff.domain.ballots import vote_refusal
 from signoff.domain.clock import rfc3339
-from signoff.domain.decisions import DecisionRule, rule_for
+from signoff.domain.decisions import DecisionRule, decisions_where, rule_for
 from signoff.domain.digests import canonical_json
 from signoff.domain.states import (
     ACTIVE_STATUSES,
@@ -100,6 +100,13 @@ class Task:
     """The first deadline, kept as given while the levels move ``deadline_at``."""
     headline: dict[str, Any] | None = None
     """The headline bound to the current revision (:mod:`signoff.domain.headline`)."""
+    editable: list[str] | None = None
+    """JSON Pointers of the subject a reviewer may edit before approving."""
+    grant_id: uuid.UUID | None = None
+    """The remembered approval that approved the task (:mod:`signoff.domain.grants`)."""
+    change_request: dict[str, Any] | None = None
+    """The feedback of the last decision that asked for changes, kept until the task is
+    decided again (:mod:`signoff.domain.change_requests`)."""
 
     @property
     def has_subject(self) -> bool:
@@ -216,7 +223,21 @@ def _base_view(task: Task, now: datetime, status: TaskStatus, held: bool) -> dic
         "policy": (task.escalation_policy or {}).get("name"),
         "assigned_group": task.assigned_group,
         "summary": _summary_view(task.summary),
+        "editable": task.editable,
+        "grant_id": str(task.grant_id) if task.grant_id else None,
+        "awaiting": awaiting(task, status),
+        "change_request": task.change_request,
     }
+
+
+def awaiting(task: Task, status: TaskStatus) -> str | None:
+    """Whose move it is: ``reviewers`` while the task is in review, ``producer`` while a
+    decision that asks for changes waits for the next revision, else nobody (``None``)."""
+    if status in ACTIVE_STATUSES:
+        return "reviewers"
+    if status is TaskStatus.RESOLVED and task.decision in decisions_where("asks_for_changes"):
+        return "producer"
+    return None
 
 
 SUMMARY_LABEL = "AI recommendation: a person decides"
@@ -283,14 +304,21 @@ def require_operator(principal: Principal, operator_id: str | None) -> None:
 
 
 def same_resolution(
-    task: Task, *, decision: str, notes: str | None, resolution_payload: Any
+    task: Task,
+    *,
+    decision: str,
+    notes: str | None,
+    resolution_payload: Any,
+    fields: list[dict[str, str]] | None = None,
 ) -> bool:
     """Whether a resolve request repeats the recorded one exactly (payload compared in
-    canonical form, so key order and whitespace do not matter)."""
+    canonical form, so key order and whitespace do not matter; the fields a change request
+    named, in order)."""
     return (
         task.decision == decision
         and task.notes == notes
         and canonical_json(task.resolution_payload) == canonical_json(resolution_payload)
+        and (task.change_request or {}).get("fields", []) == (fields or [])
     )
 
 

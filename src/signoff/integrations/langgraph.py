@@ -30,6 +30,7 @@ from langgraph.types import Command, interrupt
 from signoff.client import (
     AsyncSignoff,
     IdempotencyKeyReused,
+    Revision,
     Signoff,
     Task,
     WebhookEvent,
@@ -137,6 +138,14 @@ def _to_revise(reused: IdempotencyKeyReused) -> Task:
     raise reused
 
 
+def _edit_of(task: Task, wanted: str, get_revision: Callable[[Task, int], Revision]) -> bool:
+    """A reviewer edited exactly this subject and approved the edit: the decision (the
+    node runs what :meth:`Signoff.approved_subject` returns), not a reason to revise."""
+    if not task.edited or not task.current_revision or task.current_revision < 2:
+        return False
+    return get_revision(task, task.current_revision - 1).digest == wanted
+
+
 def _needs_revision(task: Task, wanted: str) -> bool:
     """The subject changed since the task last saw it: a new revision, back to review."""
     return task.digest != wanted and task.status not in SETTLED
@@ -175,6 +184,7 @@ def request_approval(
     timeout_seconds: int | None = None,
     on_timeout: str = "reject",
     timeout_group: str | None = None,
+    editable: Sequence[str] | None = None,
 ) -> Task:
     """Inside a LangGraph node: have a person decide on ``subject``; return the decided task.
 
@@ -182,7 +192,9 @@ def request_approval(
     names the thread, so a webhook can find it. When the node runs again with a changed
     subject (a figure moved after the approval), the task gets a new revision and goes back
     to review. Returns a task that is RESOLVED about exactly this subject (check
-    ``task.decision``), or EXPIRED/CANCELLED. For async nodes: :func:`arequest_approval`.
+    ``task.decision``; ``task.changes_requested``: route back here with the revised
+    subject; ``task.edited``: a reviewer edited it, run ``client.approved_subject(task)``),
+    or EXPIRED/CANCELLED. For async nodes: :func:`arequest_approval`.
 
     ``timeout_seconds`` is the producer's time limit on the server, as in
     :meth:`Signoff.escalate`: nobody decided within it, the task is rejected
@@ -197,6 +209,7 @@ def request_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
         timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
+        editable=editable,
     )  # fmt: skip
     try:
         task = client.escalate(**arguments)
@@ -205,6 +218,8 @@ def request_approval(
     wanted = digest(subject)
     while True:
         task = client.get_task(task.id)
+        if _edit_of(task, wanted, client.get_revision):
+            return task
         if _needs_revision(task, wanted):
             revision = task.current_revision or 1
             task = client.revise(
@@ -237,6 +252,7 @@ async def arequest_approval(
     timeout_seconds: int | None = None,
     on_timeout: str = "reject",
     timeout_group: str | None = None,
+    editable: Sequence[str] | None = None,
 ) -> Task:
     """:func:`request_approval` for async nodes, with an :class:`AsyncSignoff`."""
     arguments, thread_id, node = _escalation(
@@ -245,6 +261,7 @@ async def arequest_approval(
         material_paths=material_paths, source_revisions=source_revisions, deadline=deadline,
         assigned_group=assigned_group, summary=summary, policy=policy,
         timeout_seconds=timeout_seconds, on_timeout=on_timeout, timeout_group=timeout_group,
+        editable=editable,
     )  # fmt: skip
     try:
         task = await client.escalate(**arguments)
@@ -253,6 +270,10 @@ async def arequest_approval(
     wanted = digest(subject)
     while True:
         task = await client.get_task(task.id)
+        if task.edited and task.current_revision and task.current_revision > 1:
+            edited_from = await client.get_revision(task, task.current_revision - 1)
+            if edited_from.digest == wanted:
+                return task
         if _needs_revision(task, wanted):
             revision = task.current_revision or 1
             task = await client.revise(

@@ -82,7 +82,11 @@ INSTRUCTIONS = (
     "before acting on it. request_human_review returns a task_id; wait_for_decision waits "
     f"for the person's decision ({', '.join(DECISIONS)}, with notes). "
     "Act only on APPROVED, and only on exactly what was reviewed: call begin_execution with "
-    "the subject you are about to act on, act only if it succeeds, then complete_execution."
+    "the subject you are about to act on, act only if it succeeds, then complete_execution. "
+    "When edited is true, a reviewer changed the subject and approved the change: act only "
+    "on approved_subject. "
+    "When changes_requested is true, change_request says what to change and why: call "
+    "request_human_review again with the same key and the revised subject, and wait again."
 )
 
 
@@ -107,6 +111,10 @@ def review_view(
     bound = (revision is None or task.current_revision == revision) and (
         subject_digest is None or task.digest == subject_digest
     )
+    # A reviewer's edit of the revision waited on (the edit is the next revision).
+    bound = bound or (
+        task.edited and revision is not None and task.current_revision == revision + 1
+    )
     decided = task.status == "RESOLVED" and task.decision is not None and bound
     return {
         "task_id": task.id,
@@ -118,6 +126,17 @@ def review_view(
         "revision": task.current_revision,
         "digest": task.digest,
         "decided_by": task.operator_id if decided else None,
+        # Approved as a reviewer edited it: act only on ``approved_subject`` (its digest is
+        # what begin_execution must be given).
+        "edited": decided and task.edited,
+        # Sent back for changes: its own outcome, with what to change and why; revise the
+        # subject (request_human_review again with the new subject) to return it to review.
+        "changes_requested": decided and task.changes_requested,
+        "change_request": (
+            task.change_request.model_dump(mode="json")
+            if decided and task.changes_requested and task.change_request
+            else None
+        ),
         "entity_type": task.entity_type,
         "entity_id": task.entity_id,
         "headline": task.headline.title if task.headline is not None else None,
@@ -218,6 +237,7 @@ def build_server(
         requested_by: str | None = None,
         metadata: dict[str, Any] | None = None,
         headline: dict[str, Any] | None = None,
+        editable: list[str] | None = None,
     ) -> dict[str, Any]:
         """Ask a person to review something, once per ``key`` (calling again with the same
         key and content returns the same review; with a changed ``subject`` it submits a
@@ -233,7 +253,9 @@ def build_server(
         with the review and its events. ``headline``: what the person sees first, a
         ``title`` template over the subject by JSON Pointer (``"Refund {/amount} to
         {/customer}"``) and 2-6 labelled ``fields`` (``{"label", "pointer", "type"}``, type
-        ``money``, ``date``, ``person``, ``link`` or ``text``)."""
+        ``money``, ``date``, ``person``, ``link`` or ``text``). ``editable``: JSON Pointers
+        into ``subject`` the person may edit before approving (then act on
+        ``approved_subject``)."""
         now = _now()
         actions = [
             {
@@ -262,6 +284,7 @@ def build_server(
                     requested_by=requested_by,
                     metadata=metadata,
                     headline=headline,
+                    editable=editable,
                 )
             except IdempotencyKeyReused as reused:
                 existing = reused.task
@@ -307,6 +330,8 @@ def build_server(
             if shown is not None and not timed_out:
                 await ctx.request_context.session.send_elicit_complete(shown)
             view = review_view(task, revision=revision, console_url=console_url)
+            if view["edited"]:  # what the approval covers is the reviewer's edit: run that
+                view["approved_subject"] = await client.approved_subject(task)
             return view | {"timed_out": timed_out, "page_opened": shown is not None}
 
     async def _show_person(ctx: Context, task_id: str) -> str | None:

@@ -31,10 +31,11 @@ from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Principal, Task, require_role, task_view
 from signoff.domain.waiting import WaitingInput, parse_waiting_fields
 from signoff.errors import Conflict, ErrorCode, FieldError, Unprocessable, validation_error
-from signoff.services import notifications, policies, votes
+from signoff.services import grants, notifications, policies, votes
 from signoff.services.common import dumps, note_transition, record_transition
 from signoff.services.context import ServiceContext
 from signoff.store import approvals as approval_store
+from signoff.store import grants as grant_store
 from signoff.store import idempotency, oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
@@ -152,7 +153,14 @@ async def _escalate(
             requested_by=approval.requested_by,
             votes=[] if rule else None,
         )
-        view = task_view(task, now, metadata=True, traceparent=True)
+        # Remembered approvals: one indexed read, for a task with a subject only.
+        grant = await grants.matching(uow, ctx, task, proposal.subject) if proposal else None
+        audit = grant is not None and grants.audited(ctx)
+        answer = task
+        if grant is not None and not audit:
+            ttl = task.approval_ttl_seconds or ctx.settings.approval_ttl_seconds
+            answer = grants.approved_by(task, grant, ttl)
+        view = task_view(answer, now, metadata=True, traceparent=True)
         response = dumps({"task_id": str(task.id), **view})
         conn = uow.connection
         fresh = await idempotency.claim_idempotency_key(
@@ -193,9 +201,24 @@ async def _escalate(
                 created_by=principal.principal_id,
                 now=now,
             )
-        await record_transition(
-            uow, step, inserted, principal, now, {"idempotency_key": request.idempotency_key}
-        )
+        created: dict[str, Any] = {"idempotency_key": request.idempotency_key}
+        if audit and grant is not None:  # a grant matched; this one is sampled for a person
+            created["grant_sampled_for_audit"] = grant.cited()
+        await record_transition(uow, step, inserted, principal, now, created)
+        if grant is not None and not audit:
+            approved = await grant_store.approve_with(
+                conn, inserted.id, grants.approval_values(answer), now
+            )
+            assert approved is not None  # inserted pending in this transaction
+            await grant_store.note_use(conn, grant.id)
+            details: dict[str, Any] = {"decision": approved.decision}
+            details |= {"revision": approved.current_revision}
+            details |= {"digest": approved.digest, "grant": grant.cited()}
+            await record_transition(
+                uow, transition(Action.APPLY_GRANT), approved, principal, now, details
+            )
+            await uow.commit()
+            return EscalationOutcome(201, response, replayed=False, task_id=task.id)
         targets = [f"group:{inserted.assigned_group}"] if inserted.assigned_group else []
         if rule is not None:
             targets += votes.first_stage_targets(rule)
@@ -287,6 +310,7 @@ def _new_task(
         digest=json_digest(proposal.subject) if proposal else None,
         material_paths=proposal.material_paths if proposal else None,
         approval_ttl_seconds=proposal.approval_ttl_seconds if proposal else None,
+        editable=proposal.editable if proposal else None,
         deadline_at=policy.first_deadline(now, waiting.deadline),
         due_at=policy.first_deadline(now, waiting.deadline),
         escalation_policy=policy.as_json(),

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from signoff.crypto import form_mac
 from signoff.domain.approval_rules import votes_from_json
-from signoff.domain.decisions import checked_notes
+from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.edits import edited_subject
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import (
     Principal,
@@ -197,6 +199,7 @@ async def decide_by_link(
     caller: Principal | None,
     revision: int | None = None,
     notes: object = None,
+    edits: Mapping[str, str] | None = None,
 ) -> LinkState:
     """Decide as the link's approver: a claim and a resolve through
     :func:`signoff.services.tasks.claim` and :func:`signoff.services.tasks.resolve`, as
@@ -258,6 +261,12 @@ async def decide_by_link(
     refusal = decision_refusal(task, approver, decision, revision, digest)
     if refusal is not None:
         raise refusal
+    subject = None
+    if rule_for(decision).edits_subject and revision is not None:
+        # The page's edit fields over the revision it showed (checked by the decision).
+        async with ctx.database.transaction(write=False) as uow:
+            shown = await approval_store.find_revision(uow.connection, task.id, revision)
+        subject = edited_subject(shown["subject"], edits or {}) if shown else None
     elsewhere = reviewing_elsewhere(task, approver, now)
     if elsewhere is not None:
         raise elsewhere
@@ -283,6 +292,7 @@ async def decide_by_link(
             resolution_payload=None,
             revision=revision,
             digest=digest,
+            subject=subject,
         )
     except SignoffError as error:
         # Changed after the claim (a new revision, a move, a cancellation): give it back,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.domain.decisions import checked_notes
+from signoff.domain.change_requests import change_request, checked_fields
+from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
 from signoff.domain.params import decode_token
 from signoff.domain.states import (
     Action,
@@ -35,6 +36,7 @@ from signoff.domain.tasks import (
     visibility,
 )
 from signoff.errors import FieldError, validation_error
+from signoff.services import grants
 from signoff.services.common import (
     dumps,
     get_task,
@@ -42,6 +44,7 @@ from signoff.services.common import (
     parse_task_id,
 )
 from signoff.services.context import ServiceContext
+from signoff.services.edits import prepared_edit
 from signoff.services.escalate import EscalationOutcome, escalate
 from signoff.services.leases import LeaseGrant, claim, claim_next, lease_for, release, renew
 from signoff.store import tasks as task_store
@@ -86,12 +89,17 @@ async def resolve(
     operator_id: str | None = None,
     revision: int | None = None,
     digest: str | None = None,
+    fields: object = None,
+    subject: object = None,
+    remember_seconds: object = None,
 ) -> Task:
     """Record the decision under a live lease: after a lapse the holder renews first.
 
     Every door decides through here, under the decision rules
     (:mod:`signoff.domain.decisions`): the notes the decision needs and their one limit
-    are checked before anything is written; the subject it needs and who may not make it
+    (and the fields a change request names, with their reasons; an edit of the subject
+    against what its producer declared ``editable``) are checked before anything is
+    written; the subject it needs and who may not make it
     are conditions of the write itself. On a task with a subject the decision names the
     ``revision`` and ``digest`` reviewed; an approval is bound to them and to the
     approver's key, and expires after the task's ``approval_ttl_seconds`` (or
@@ -108,9 +116,21 @@ async def resolve(
     step = transition(Action.RESOLVE)
     require_role(principal, step.roles, "resolve tasks")
     require_operator(principal, operator_id)
+    require_made_by_people(decision)
     notes = checked_notes(decision, notes)
+    named = checked_fields(decision, fields)
     task_id = parse_task_id(raw_task_id)
+    edit = None
+    if rule_for(decision).edits_subject:
+        edit = await prepared_edit(ctx, task_id, revision, subject)
+    elif subject is not None:
+        problem = f"is only for a decision that edits the subject, not to {rule_for(decision).verb}"
+        raise validation_error([FieldError("subject", problem)])
+    remember = await grants.checked_remember(ctx, decision, task_id, remember_seconds)
     token_hash, now = hash_lease_token(lease_token), ctx.now()
+    feedback = change_request(
+        decision, notes=notes, fields=named, revision=revision, by=principal.principal_id, at=now
+    )
     outcome = await ctx.database.writes.resolve(
         lease_for(ctx, principal, now, token_hash),
         task_id,
@@ -121,6 +141,9 @@ async def resolve(
             revision=revision,
             digest=digest,
             approval_ttl_seconds=ctx.settings.approval_ttl_seconds,
+            change_request=feedback,
+            edit=edit,
+            remember_seconds=remember,
         ),
     )
     if isinstance(outcome, Task):
@@ -137,6 +160,7 @@ async def resolve(
             decision=decision.value,
             notes=notes,
             resolution_payload=resolution_payload,
+            fields=named,
         )
     ):
         return current

@@ -30,8 +30,16 @@ from signoff.domain.approval_rules import (
     rule_from_json,
     votes_from_json,
 )
-from signoff.domain.ballots import Receipt, already_voted, receipt, retried, retry_receipt
-from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.ballots import (
+    Receipt,
+    already_voted,
+    receipt,
+    retried,
+    retry_receipt,
+    vote_refusal,
+)
+from signoff.domain.change_requests import change_request
+from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
 from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -39,6 +47,7 @@ from signoff.domain.tasks import (
     Task,
     ballot_refusal,
     can_read,
+    decision_refusal,
     require_operator,
     require_role,
 )
@@ -54,9 +63,12 @@ from signoff.errors import (
 from signoff.services import notifications
 from signoff.services.common import parse_task_id, record_transition
 from signoff.services.context import ServiceContext
+from signoff.services.edits import prepared_edit
+from signoff.store import approvals as revision_store
 from signoff.store import tasks as task_store
 from signoff.store import votes as store
 from signoff.store.runtime.database import UnitOfWork
+from signoff.store.writes import Edit
 
 DOORS = ("api", "console", "link", "slack")
 ADMIN = frozenset({Role.ADMIN})
@@ -82,6 +94,7 @@ async def vote(
     door: str,
     operator_id: str | None = None,
     stage: int | None = None,
+    subject: object = None,
 ) -> Ballot:
     """Cast ``principal``'s vote on a task with an approval rule; returns the task after it
     (decided, when this vote met the rule or vetoed it) and what the vote did. Repeating
@@ -99,8 +112,14 @@ async def vote(
     step = transition(Action.VOTE)
     require_role(principal, step.roles, "vote on tasks")
     require_operator(principal, operator_id)
+    require_made_by_people(decision)
     notes = checked_notes(decision, notes)
     task_id = parse_task_id(raw_task_id)
+    edit = None
+    if rule_for(decision).edits_subject:
+        edit = await prepared_edit(ctx, task_id, revision, subject)
+    elif subject is not None:
+        raise validation_error([FieldError("subject", "is only for a vote that edits it")])
     async with ctx.database.transaction() as uow:
         task = await task_store.lock_task(uow.connection, task_id)
         now = ctx.now()  # read under the lock: no counted vote is later than the decision
@@ -112,6 +131,13 @@ async def vote(
                 error_code=ErrorCode.NOT_DECIDED_BY_VOTES,
             )
         rule = rule_from_json(task.approval_rule)
+        if edit is not None:
+            ballot = await _edit_vote(
+                uow, ctx, task, principal, edit, rule=rule, notes=notes, revision=revision,
+                digest=digest, door=door, now=now,
+            )  # fmt: skip
+            await uow.commit()
+            return ballot
         votes = votes_from_json(task.votes)
         earlier = retried(
             votes,
@@ -157,6 +183,55 @@ async def vote(
     return Ballot(task, done)
 
 
+async def _edit_vote(
+    uow: UnitOfWork, ctx: ServiceContext, task: Task, principal: Principal, edit: Edit, **vote: Any
+) -> Ballot:
+    """An edit on a task decided by votes is a material change by the voter: it becomes
+    the next revision (theirs), every live vote is void, and their approval of the edit is
+    the first vote on it — counted, and deciding the task when one approval meets the rule.
+    ``vote``: the ``rule``, ``notes``, ``revision``, ``digest``, ``door`` and ``now``."""
+    rule, now, step = vote["rule"], vote["now"], transition(Action.VOTE)
+    if task.status not in step.sources:
+        raise _not_in_review(task)
+    named = (vote["revision"], vote["digest"])
+    refusal = decision_refusal(task, principal, Decision.APPROVED_WITH_EDITS, *named)
+    refusal = refusal or vote_refusal(
+        rule, [], voter=principal.principal_id, voter_groups=principal.groups,
+        requested_by=task.requested_by,
+    )  # fmt: skip
+    if refusal is not None:  # (the edit was checked against the revision named)
+        raise refusal
+    await revision_store.insert_revision(
+        uow.connection, task_id=task.id, revision=edit.revision, subject=edit.subject,
+        digest=edit.digest, source_revisions=edit.source_revisions,
+        created_by=principal.principal_id, now=now,
+    )  # fmt: skip
+    task = await _write_votes(uow, step, task, votes_from_json(task.votes), now, edit.values())
+    revised = {"revision": edit.revision, "digest": edit.digest, "previous_revision": named[0]}
+    details = revised | {"changed_paths": edit.changed_paths, "edited_by": principal.principal_id}
+    await record_transition(uow, transition(Action.REVISE), task, principal, now, details)
+    task = await void_votes(uow, ctx, task, principal, revision=edit.revision, now=now)
+    before = progress(rule, [])
+    cast = Vote(
+        voter=principal.principal_id, key_id=str(principal.key_id),
+        groups=tuple(principal.groups), decision=Decision.APPROVED, notes=vote["notes"],
+        revision=edit.revision, digest=edit.digest, stage=before.stage, at=now,
+        door=vote["door"] if vote["door"] in DOORS else "api",
+    )  # fmt: skip
+    if not await store.insert_vote(uow.connection, task.id, cast):
+        raise already_voted(principal.principal_id)
+    after = progress(rule, [cast])
+    done = receipt(rule, before, after, cast)
+    task = await _write_votes(uow, step, task, [cast], now)
+    details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
+    await record_transition(uow, step, task, principal, now, details | {"edit": revised})
+    if after.outcome is not None:
+        task = await _decide(uow, ctx, task, principal, cast, after, now)
+    elif after.stage != before.stage:
+        await _ask_stage(uow, ctx, task, rule, after, now)
+    return Ballot(task, done)
+
+
 def _not_in_review(task: Task) -> Conflict:
     if task.status is TaskStatus.RESOLVED:
         what = f"was decided ({task.decision})"
@@ -170,9 +245,14 @@ def _not_in_review(task: Task) -> Conflict:
 
 
 async def _write_votes(
-    uow: UnitOfWork, step: Transition, task: Task, votes: list[Vote], now: datetime
+    uow: UnitOfWork,
+    step: Transition,
+    task: Task,
+    votes: list[Vote],
+    now: datetime,
+    also: dict[str, Any] | None = None,
 ) -> Task:
-    values = {"votes": [v.as_json() for v in votes]}
+    values = {"votes": [v.as_json() for v in votes]} | (also or {})
     updated = await store.change_voted_task(uow.connection, step, task, values, now)
     assert updated is not None  # the row is locked by this transaction
     return updated
@@ -191,6 +271,11 @@ async def _decide(
     step = transition(Action.DECIDE_BY_VOTES)
     decision = standing.outcome
     assert decision is not None
+    if decision is Decision.APPROVED and task.current_revision is not None:
+        # What is approved was edited by a reviewer: the producer is told so.
+        shown = await revision_store.find_revision(uow.connection, task.id, task.current_revision)
+        if shown is not None and shown["created_by"] != task.producer_id:
+            decision = Decision.APPROVED_WITH_EDITS
     values: dict[str, Any] = {
         "status": step.status_after().value,
         "decision": decision.value,
@@ -200,6 +285,15 @@ async def _decide(
         "claimed_by": None,
         "lease_token_hash": None,
         "lease_expires_at": None,
+        # A vetoing change request is kept like one made by a single reviewer (notes only).
+        "change_request": change_request(
+            decision,
+            notes=deciding.notes,
+            fields=[],
+            revision=task.current_revision,
+            by=principal.principal_id,
+            at=now,
+        ),
     }
     if rule_for(decision).grants_approval:
         values |= {

@@ -18,6 +18,7 @@ from signoff.domain.tasks import Task
 from signoff.store.batch import chosen
 from signoff.store.tables import (
     api_keys,
+    approval_grants,
     review_tasks,
     revision_views,
     revoked_sources,
@@ -141,7 +142,14 @@ def _approver_authorised() -> Any:
         votes.decision.in_([d.value for d in decisions_where("grants_approval")]),
         ~credential_authorised(votes.voter_key_id),
     )
-    return and_(credential_authorised(T.approver_key_id), ~voter_not_authorised)
+    # A remembered approval rests on its grant: revoked, nothing it approved executes; an
+    # admin's grant has no reviewer's credential behind it (approver_key_id is empty).
+    grant_revoked = exists().where(
+        approval_grants.c.id == T.grant_id, approval_grants.c.revoked_at.is_not(None)
+    )
+    by_admins_grant = and_(T.grant_id.is_not(None), T.approver_key_id.is_(None))
+    credential = or_(credential_authorised(T.approver_key_id), by_admins_grant)
+    return and_(credential, ~voter_not_authorised, ~grant_revoked)
 
 
 def _source_revoked() -> Any:

@@ -195,6 +195,11 @@ def view_sql(r: str) -> str:
         f" (SELECT key AS k, value AS v FROM json_each({r}.summary::json) WHERE key <> 'label'"
         f" UNION ALL SELECT 'label', to_json('{SUMMARY_LABEL}'::text)) AS s) END"
     )
+    asking = _decision_in(decisions_where("asks_for_changes"), f"{r}.decision")
+    awaiting = (
+        f"CASE WHEN {active} THEN 'reviewers'"
+        f" WHEN {r}.status = '{TaskStatus.RESOLVED.value}' AND {asking} THEN 'producer' END"
+    )
     pairs = [
         ("id", f"{r}.id::text"),
         ("status", status_view_sql(r)),
@@ -232,6 +237,10 @@ def view_sql(r: str) -> str:
         ("policy", f"({r}.escalation_policy::json ->> 'name')"),
         ("assigned_group", f"{r}.assigned_group"),
         ("summary", summary),
+        ("editable", f"{r}.editable::json"),
+        ("grant_id", f"{r}.grant_id::text"),
+        ("awaiting", awaiting),
+        ("change_request", f"{r}.change_request::json"),
         # Events carry the producer's correlation metadata (task_view(metadata=True)).
         ("metadata", f"{r}.producer_metadata::json"),
     ]
@@ -385,12 +394,12 @@ def _held_change(action: Action, changes: str, *, limited: bool = False) -> Stat
     )
 
 
-def _decision_in(decisions: tuple[Decision, ...]) -> str:
-    """Whether the bound ``:decision`` is one of ``decisions`` (a rule of the decision
-    table, written into the statement as constants)."""
+def _decision_in(decisions: tuple[Decision, ...], value: str = ":decision::varchar") -> str:
+    """Whether the bound ``:decision`` (or ``value``) is one of ``decisions`` (a rule of the
+    decision table, written into the statement as constants)."""
     if not decisions:
         return "false"
-    return f":decision::varchar IN ({', '.join(repr(d.value) for d in decisions)})"
+    return f"{value} IN ({', '.join(repr(d.value) for d in decisions)})"
 
 
 def _resolve() -> Statement:
@@ -410,7 +419,8 @@ def _resolve() -> Statement:
         "resolve",
         f"WITH u AS (UPDATE review_tasks SET status = '{step.status_after().value}',"
         " decision = :decision::varchar, notes = :notes::text,"
-        " resolution_payload = :payload::text, operator_id = :actor::text,"
+        " resolution_payload = :payload::text, change_request = :change_request::text,"
+        " operator_id = :actor::text,"
         " resolved_at = :now::timestamptz,"
         f" approved_revision = CASE WHEN {approved} THEN current_revision"
         " ELSE approved_revision END,"

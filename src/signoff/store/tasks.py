@@ -280,6 +280,8 @@ async def resolve_task(
     resolution_payload: Any,
     revision: int | None,
     digest: str | None,
+    change_request: dict[str, Any] | None = None,
+    edit: dict[str, Any] | None = None,
 ) -> Task | None:
     """Record the decision, only under a live lease held with the current token, naming
     the current revision and digest when the task has a subject, and as the decision
@@ -300,6 +302,7 @@ async def resolve_task(
         "decision": decision.value,
         "notes": notes,
         "resolution_payload": resolution_payload,
+        "change_request": change_request,
         "operator_id": holder,
         "resolved_at": now,
     }
@@ -314,6 +317,15 @@ async def resolve_task(
             "approved_digest": T.digest,
             "approver_key_id": holder_key_id,
         }
+    if edit is not None:
+        # The edit becomes current, and an approval binds the edit (the conditions above
+        # still compare the revision the reviewer saw).
+        values |= edit
+        if rule.grants_approval:
+            values |= {
+                "approved_revision": edit["current_revision"],
+                "approved_digest": edit["digest"],
+            }
     return await update_task_if(conn, conditions, values, now=now)
 
 

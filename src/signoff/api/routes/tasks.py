@@ -180,6 +180,9 @@ async def resolve(
         operator_id=body.operator_id,
         revision=body.revision,
         digest=body.digest,
+        fields=[f.model_dump() for f in body.fields] if body.fields else None,
+        subject=body.subject,
+        remember_seconds=body.remember_seconds,
     )
     receipt = await evidence.latest_receipt(context, task.id)
     headers = {RECEIPT_HEADER: receipt} if receipt else None

@@ -51,6 +51,7 @@ async def cast_vote(task_id: str, request: Request, context: Context, caller: Ca
         door="api",
         operator_id=body.operator_id,
         stage=body.stage,
+        subject=body.subject,
     )
     view = view_for(caller, ballot.task, context.now())
     receipt = await evidence.latest_receipt(context, ballot.task.id)

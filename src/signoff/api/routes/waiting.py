@@ -26,6 +26,8 @@ from signoff.console import changes, wording
 from signoff.console.auth import current_user
 from signoff.console.views import flatten
 from signoff.domain.decisions import choices, notes_rule, parse_decision
+from signoff.domain.edits import PREFIX as EDIT_PREFIX
+from signoff.domain.edits import edit_fields
 from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import Decision
 from signoff.domain.tasks import view_for
@@ -207,6 +209,10 @@ async def _page(
         csrf=state.csrf,
         revision=state.revision,
         subject_rows=flatten(state.revision["subject"]) if state.revision else [],
+        edit_fields=edit_fields(
+            task.get("editable") if not task.get("approval_rule") else None,
+            state.revision["subject"] if state.revision else None,
+        ),
         changes=await changes.change_view(state.diff, context.cpu.diffs),
         comparison=await changes.change_view(state.comparison, context.cpu.diffs),
         revisions=range(1, int(task.get("current_revision") or 0) + 1),
@@ -337,10 +343,12 @@ async def use_link(
             csrf = (form.get("csrf") or [""])[0]
             revision = whole_number((form.get("revision") or [""])[0], field="revision")
             notes = (form.get("notes") or [""])[0]
+            edits = {k: v[0] for k, v in form.items() if k.startswith(EDIT_PREFIX) and v}
             caller = None
         state = await resume_links.decide_by_link(
-            context, token, decision, csrf=csrf, caller=caller, revision=revision, notes=notes
-        )
+            context, token, decision, csrf=csrf, caller=caller, revision=revision, notes=notes,
+            edits=edits if not as_json else None,
+        )  # fmt: skip
     except SignoffError as error:
         if as_json:
             return problem_response(error)

@@ -8,7 +8,7 @@ Signoff connection registers (``signoff.store.runtime.database``). Records writt
 this migration are linked here.
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-12-07
 """
 
@@ -23,7 +23,7 @@ from alembic import op
 from signoff.domain.evidence import time_text, trail_hash
 
 revision: str = "0021"
-down_revision: str | None = "0019"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

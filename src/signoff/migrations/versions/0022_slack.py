@@ -3,7 +3,7 @@ vote asked for in chat, the cards still to post or redraw, and each door's place
 outbox.
 
 Revision ID: 0022
-Revises: 0019
+Revises: 0021
 Create Date: 2026-12-07
 """
 

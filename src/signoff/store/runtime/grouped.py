@@ -192,7 +192,7 @@ _BUSY = (
 #: The function this version calls, named after the migration that created it: a
 #: migration that changes the function creates it under its own revision's name, so
 #: processes of the version before keep calling the one their statement matches.
-FUNCTION = "signoff_escalate_group_0017"
+FUNCTION = "signoff_escalate_group_0020"
 #: The function's argument types.
 SIGNATURE = "(jsonb, text)"
 

@@ -19,6 +19,7 @@ from signoff.store.tables.access import (
 from signoff.store.tables.chat import chat_actions, chat_cards, chat_cursors, chat_deliveries
 from signoff.store.tables.columns import JsonText, UtcDateTime, metadata
 from signoff.store.tables.deciding import (
+    approval_grants,
     approval_rules,
     escalation_policies,
     notifications,
@@ -50,6 +51,7 @@ __all__ = [
     "JsonText",
     "UtcDateTime",
     "api_keys",
+    "approval_grants",
     "approval_rules",
     "catchup_horizons",
     "chat_actions",

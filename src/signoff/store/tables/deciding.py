@@ -121,3 +121,34 @@ notifications = Table(
         sqlite_where=text("status = 'PENDING'"),
     ),
 )
+
+#: Remembered approvals: a reviewer (when approving) or an admin allows the same action
+#: again for a while. An escalation with a subject looks up the live grants of its
+#: producer, entity type and reason in one indexed read; a match approves it at once.
+approval_grants = Table(
+    "approval_grants",
+    metadata,
+    Column("id", Uuid(as_uuid=True), primary_key=True),
+    Column("producer_id", Text, nullable=False),
+    Column("entity_type", Text, nullable=False),
+    Column("reason_code", Text, nullable=False),
+    Column("digest", String(64)),
+    Column("conditions", JsonText),
+    Column("created_by", Text, nullable=False),
+    Column("created_by_key_id", Uuid(as_uuid=True)),
+    Column("source_task_id", Uuid(as_uuid=True)),
+    Column("note", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),
+    Column("revoked_by", Text),
+    Column("uses", Integer, nullable=False, server_default="0"),
+    Index(
+        "ix_approval_grants_live",
+        "producer_id",
+        "entity_type",
+        "reason_code",
+        postgresql_where=text("revoked_at IS NULL"),
+        sqlite_where=text("revoked_at IS NULL"),
+    ),
+)

@@ -85,6 +85,13 @@ review_tasks = Table(
     # What is being approved, in one line (:mod:`signoff.domain.headline`): the producer's
     # declaration bound to the current revision, or the default from entity and reason.
     Column("headline", JsonText),
+    # What a reviewer may edit before approving: JSON Pointers into the subject.
+    Column("editable", JsonText),
+    # The remembered approval (``approval_grants``) that approved the task, if one did.
+    Column("grant_id", Uuid(as_uuid=True)),
+    # The feedback of the last decision that asked for changes (notes, the fields named
+    # with their reasons, the revision, who and when), kept until the next decision.
+    Column("change_request", JsonText),
     # One active task per entity, enforced by the database.
     Index(
         "uq_review_tasks_active_entity",

@@ -72,6 +72,28 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """A reviewer's edit of the subject, checked: stored as revision ``revision`` (by the
+    deciding reviewer) in the decision's transaction, which binds the approval to it."""
+
+    subject: dict[str, Any]
+    digest: str
+    revision: int
+    source_revisions: list[str]
+    changed_paths: list[str]
+    headline: dict[str, Any] | None
+    search_text: str | None
+
+    def values(self) -> dict[str, Any]:
+        """The task's columns the edit sets besides the decision (an approval's binding
+        follows them)."""
+        values: dict[str, Any] = {"current_revision": self.revision, "digest": self.digest}
+        if self.headline is not None:
+            values |= {"headline": self.headline, "search_text": self.search_text}
+        return values
+
+
+@dataclass(frozen=True)
 class Resolution:
     """A decision as recorded; ``approval_ttl_seconds``: the approval lifetime of a task
     that names none."""
@@ -82,6 +104,14 @@ class Resolution:
     revision: int | None
     digest: str | None
     approval_ttl_seconds: int | None
+    edit: Edit | None = None
+    """The reviewer's edit a decision that edits the subject carries."""
+    remember_seconds: int | None = None
+    """With an approval: the reviewer's remembered approval lasts this long (a grant on
+    the approved digest, stored in the decision's transaction)."""
+    change_request: dict[str, Any] | None = None
+    """The feedback kept on the task (a decision that asks for changes), else ``None``:
+    every decision replaces the one before."""
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import rule_for
+from signoff.domain.grants import remembered_approval
 from signoff.domain.states import Action, transition
 from signoff.domain.tasks import Task
 from signoff.store import approvals as approval_store
+from signoff.store import grants as grant_store
 from signoff.store import oneshot, trail
 from signoff.store import tasks as task_store
 from signoff.store.idempotency import StoredIdempotencyKey
@@ -258,11 +260,28 @@ async def resolve(
             decision=decision,
             notes=resolution.notes,
             resolution_payload=resolution.resolution_payload,
+            change_request=resolution.change_request,
             revision=resolution.revision,
             digest=resolution.digest,
+            edit=resolution.edit.values() if resolution.edit else None,
         )
         if task is None:
             return Refusal(await task_store.find_task(uow.connection, task_id))
+        edit = resolution.edit
+        if edit is not None:
+            # The reviewer's edit: a revision of their own, the one the approval binds.
+            stored = await approval_store.insert_revision(
+                uow.connection,
+                task_id=task.id,
+                revision=edit.revision,
+                subject=edit.subject,
+                digest=edit.digest,
+                source_revisions=edit.source_revisions,
+                created_by=principal.principal_id,
+                now=now,
+            )
+            if not stored:  # the row lock makes this unreachable; refuse rather than guess
+                raise RuntimeError(f"revision {edit.revision} of task {task.id} exists")
         if rule_for(decision).grants_approval and task.has_subject:
             ttl = task.approval_ttl_seconds or resolution.approval_ttl_seconds
             if ttl is not None:
@@ -272,6 +291,22 @@ async def resolve(
         details: dict[str, Any] = {"decision": decision.value}
         if task.has_subject:
             details |= {"revision": task.current_revision, "digest": task.digest}
+        if resolution.remember_seconds is not None and task.approved_digest is not None:
+            grant = remembered_approval(
+                task,
+                by=principal.principal_id,
+                key_id=principal.key_id,
+                seconds=resolution.remember_seconds,
+                now=now,
+            )
+            await grant_store.insert_grant(uow.connection, grant)
+            details["remembered"] = grant.cited()
+        if edit is not None:
+            details["edited"] = {
+                "from_revision": resolution.revision,
+                "from_digest": resolution.digest,
+                "changed_paths": edit.changed_paths,
+            }
         await trail.append_transition(uow, step, task, principal, now, details)
         await uow.commit()
     return task

@@ -114,6 +114,10 @@ class PostgresWrites(TaskWrites):
     async def resolve(
         self, lease: Lease, task_id: uuid.UUID, resolution: Resolution
     ) -> Task | Refusal:
+        if resolution.edit is not None or resolution.remember_seconds is not None:
+            # An edit writes a revision, a remembered approval a grant: one transaction
+            # (the same as SQLite's).
+            return await core.resolve(self._database, lease, task_id, resolution)
         record = await oneshot.run(
             self._database,
             oneshot.RESOLVE,
@@ -123,6 +127,7 @@ class PostgresWrites(TaskWrites):
                 "decision": resolution.decision.value,
                 "notes": resolution.notes,
                 "payload": oneshot.encode_json(resolution.resolution_payload),
+                "change_request": oneshot.encode_json(resolution.change_request),
                 "key_id": lease.principal.key_id,
                 "default_ttl": resolution.approval_ttl_seconds,
                 "revision": resolution.revision,
