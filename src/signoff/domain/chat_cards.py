@@ -92,7 +92,9 @@ def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     marker = " … [more on the task page]"
-    return text[: limit - len(marker)] + marker
+    if limit < 4 * len(marker):  # a title or a button: the ellipsis alone says it
+        marker = "…"
+    return text[: limit - len(marker)].rstrip() + marker
 
 
 def _section(text: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from signoff.api.deps import Caller, Context, json_response, model_body_doc, problems, read_model
-from signoff.api.schemas import (
+from signoff.api.webhook_schemas import (
     CreateWebhookEndpointRequest,
     DeliveryListOut,
     UpdateWebhookEndpointRequest,
