@@ -71,12 +71,22 @@ def test_a_slack_decision_leaves_the_row_trail_and_outbox_of_an_api_decision(
                             server.base_url, view_submission("U_ALICE", modal, notes)
                         )
                         assert sent.status_code == 200
+                    # Each card names the door its decision came through, when known.
+                    said = {"APPROVED": "Approved by alice", "REJECTED": "Rejected by alice"}
                     fake.wait_for(
                         "chat.update",
-                        lambda c, ts=ts: (
-                            c.params["ts"] == ts and "by alice" in json.dumps(c.params)
+                        lambda c, ts=ts, said=said[decision]: (
+                            c.params["ts"] == ts and f"{said} in Slack" in json.dumps(c.params)
                         ),
                     )
+                    api_ts, _ = _card(fake, deployment.task_id(by_api))
+                    (api_card, *_) = fake.wait_for(
+                        "chat.update",
+                        lambda c, ts=api_ts, said=said[decision]: (
+                            c.params["ts"] == ts and said in json.dumps(c.params)
+                        ),
+                    )
+                    assert "in Slack" not in json.dumps(api_card.params["blocks"])
                     labels = {}
                     for own in (by_api, by_slack):
                         labels[deployment.task_id(own)] = "<twin task>"
