@@ -250,13 +250,12 @@ class SlackDoor:
 
     async def _notify(self, group: list[chat_cards.Delivery]) -> None:
         """One person's due notices as one direct message."""
-        where = await self._direct_channel(group[0].channel)
-        if where is None:
+        text = await chat_notices.notice_text(self.ctx, group)
+        ts = await self.send_notice(group[0].channel, text)
+        if ts is None:
             await chat_cards.skipped(self.ctx, group, "no Slack account")
             return
-        text = await chat_notices.notice_text(self.ctx, group)
-        response = await self._call("chat.postMessage", channel=where, text=text)
-        await chat_cards.sent(self.ctx, group, ts=str(response["ts"]))
+        await chat_cards.sent(self.ctx, group, ts=ts)
 
     # The Web API, counted --------------------------------------------------------------
 
@@ -303,6 +302,13 @@ class SlackDoor:
 
     async def tell(self, channel: str, user: str, text: str) -> None:
         await self._call("chat.postEphemeral", channel=channel, user=user, text=text)
+
+    async def send_notice(self, principal_id: str, text: str) -> str | None:
+        where = await self._direct_channel(principal_id)
+        if where is None:
+            return None
+        response = await self._call("chat.postMessage", channel=where, text=text)
+        return str(response["ts"])
 
     async def email_of(self, user: str) -> str | None:
         """The user's e-mail, only when Slack says it is confirmed (and the user is a

@@ -52,7 +52,7 @@ class ChatChannel(Protocol):
     """What Signoff needs of a chat system to show cards and take decisions from them.
 
     Slack implements it (:mod:`signoff.chat.slack`); a second system (Microsoft Teams)
-    implements the same four calls with its own cards and identities, and decides through
+    implements the same five calls with its own cards and identities, and decides through
     :func:`decide` with its own ``door`` name. Nothing in the decision core changes.
     """
 
@@ -69,6 +69,11 @@ class ChatChannel(Protocol):
 
     async def email_of(self, user: str) -> str | None:
         """The chat user's e-mail address, when the chat system has verified it."""
+
+    async def send_notice(self, principal_id: str, text: str) -> str | None:
+        """A direct message to a Signoff person (a reminder, a reassignment, an expiry:
+        :mod:`signoff.services.chat_notices`); returns its id, ``None`` when the person
+        has no account in the chat system."""
 
 
 @dataclass(frozen=True)
