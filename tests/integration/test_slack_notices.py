@@ -6,6 +6,7 @@ Slack is the only way these notices go."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from signoff.domain.clock import ManualClock
@@ -103,6 +104,16 @@ def test_level_notices_go_to_slack_as_each_person_chose(
         assert EXPIRED in digest
         assert not _notices(fake, "U_EVE")
         assert len(_notices(fake, "U_ALICE")) == 2, "nothing is sent twice"
+        # One row per person and notice (the new task's request is its card, not a notice);
+        # each sent, none pending.
+        rows = server.rows("chat_deliveries", task_id=uuid.UUID(task["id"]))
+        notices = sorted(
+            (r["kind"], r["channel"], r["status"]) for r in rows if r["kind"][:2] == "n:"
+        )
+        assert {kind for kind, _, _ in notices} == {"n:reminder", "n:reassigned", "n:expired"}
+        assert ("n:reassigned", "fran", "DONE") in notices
+        assert not [n for n in notices if n[1] in ("eve", "bot")], "none chosen; the producer"
+        assert all(status == "DONE" for _, _, status in notices), notices
         producer.close()
         dan.close()
         supervisor.close()

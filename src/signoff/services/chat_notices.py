@@ -34,7 +34,13 @@ _KIND_OF = {delivery: kind for kind, delivery in NOTICE_KINDS.items()}
 
 
 def is_notice(kind: str) -> bool:
+    """Whether a delivery (of kind ``kind``) is a notice."""
     return kind in _KIND_OF
+
+
+def goes_to_chat(kind: str) -> bool:
+    """Whether a notification of kind ``kind`` goes to chat too."""
+    return kind in NOTICE_KINDS
 
 
 async def queue_notices(

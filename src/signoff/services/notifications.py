@@ -93,10 +93,12 @@ async def notify(
     (:func:`signoff.services.chat_notices.queue_notices`), whether or not e-mail is on.
     A person who chose a digest has theirs held until their digest is due; one who chose
     none is not queued anything. Returns how many were queued."""
-    if not targets or (ctx.settings.smtp_host is None and not ctx.settings.slack_enabled):
+    # The same notice as a direct message in Slack (new work already comes as a card).
+    to_chat = ctx.settings.slack_enabled and chat_notices.goes_to_chat(kind)
+    if not targets or (ctx.settings.smtp_host is None and not to_chat):
         return 0
     recipients = await store.reviewers_for(uow.connection, targets)
-    if ctx.settings.slack_enabled:  # the same notice as a direct message in Slack
+    if to_chat:
         await chat_notices.queue_notices(
             uow.connection, chat_notices.SLACK_DOOR, task, kind=kind, recipients=recipients, now=now
         )
