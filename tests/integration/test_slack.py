@@ -254,7 +254,7 @@ def test_cards_and_decisions_over_http(
 
         # Approve on the current card: claimed and resolved in one go, the card updated.
         assert _click(server, fake, "U_ALICE", ts, APPROVE, second) == 200
-        decided = _drawn(fake, ts, "Decided: Approve (by alice)")
+        decided = _drawn(fake, ts, "Approved by alice in Slack")
         assert not _buttons(decided)
         after = _task(producer, task["id"])
         assert (after["status"], after["decision"], after["operator_id"]) == (
@@ -290,7 +290,7 @@ def test_cards_and_decisions_over_http(
             server.base_url, view_submission("U_SAM", modal, "the amount is wrong")
         )
         assert sent.status_code == 200
-        _drawn(fake, other_ts, "Decided: Reject (by sam)")
+        _drawn(fake, other_ts, "Rejected by sam in Slack")
         rejected = _task(producer, other["id"])
         assert (rejected["decision"], rejected["notes"], rejected["operator_id"]) == (
             "REJECTED",
@@ -310,7 +310,7 @@ def test_cards_and_decisions_over_http(
                 )
             )
         assert statuses == [200, 200]
-        _drawn(fake, race_ts, "Decided: Approve (by ")
+        _drawn(fake, race_ts, "Approved by ")
         deadline = time.monotonic() + 15
         while len(server.rows("chat_actions", task_id=uuid.UUID(race["id"]))) < 2:
             assert time.monotonic() < deadline, "both clicks are recorded"
@@ -437,10 +437,11 @@ def test_cards_follow_every_door_through_outages_and_restarts(
             time.sleep(0.05)
         for waiting in server.rows("chat_deliveries", last_error="ratelimited"):
             assert waiting["next_attempt_at"] >= clock.now() + timedelta(seconds=30)
-        decided = [c for c in fake.called("chat.update") if "Decided" in json.dumps(c.params)]
+        decided = [c for c in fake.called("chat.update") if "Approved" in json.dumps(c.params)]
         assert not decided
         clock.advance(31)
-        _drawn(fake, ts, "Decided: Approve (by carl)")
+        # A decision made elsewhere is not said to be Slack's.
+        assert "in Slack" not in json.dumps(_drawn(fake, ts, "Approved by carl")["blocks"])
         console.close()
 
         # A card deleted in Slack is not retried for ever: its redraw is skipped.
@@ -506,7 +507,7 @@ def test_socket_mode_takes_the_same_clicks(
         task = _escalate(producer, "socket", assigned_group="reviewers")
         ts, card = _posted(fake, task["id"])
         fake.send_over_socket(block_action("U_ALICE", CHANNEL, ts, APPROVE, _value(card)))
-        _drawn(fake, ts, "Decided: Approve (by alice)")
+        _drawn(fake, ts, "Approved by alice in Slack")
         after = _task(producer, task["id"])
         assert (after["status"], after["decision"], after["operator_id"]) == (
             "RESOLVED",
@@ -520,6 +521,6 @@ def test_socket_mode_takes_the_same_clicks(
         slack_card(task["id"], database_url=server.settings.database_url)
         shown = json.loads(printed[-1])
         assert shown["blocks"][0]["type"] == "header"
-        assert "Decided: Approve (by alice)" in json.dumps(shown["blocks"])
+        assert "Approved by alice in Slack" in json.dumps(shown["blocks"])
         producer.close()
         dan.close()

@@ -16,6 +16,7 @@ from signoff.domain.chat_cards import (
     MODAL_NOTES_MAX,
     CardInput,
     card_blocks,
+    decided_text,
     fold,
     notes_modal,
 )
@@ -188,3 +189,10 @@ def test_the_notes_modal_holds_the_one_notes_limit_within_slack_s() -> None:
         assert modal["blocks"][0]["optional"] is (not DECISION_RULES[decision].notes_required)
         assert len(modal["title"]["text"]) <= LIMITS["modal_title"]
         assert json.loads(modal["private_metadata"])["decision"] == decision.value
+
+
+def test_a_decided_card_names_the_decision_the_person_and_the_door_when_known() -> None:
+    assert decided_text(Decision.APPROVED, "carl", "console") == "Approved by carl in the console"
+    assert decided_text(Decision.REJECTED, "alice", "slack") == "Rejected by alice in Slack"
+    assert decided_text(Decision.APPROVED, "dan", "api") == "Approved by dan through the API"
+    assert decided_text(Decision.REVISION_REQUESTED, "sam", None) == "Revision requested by sam"

@@ -37,7 +37,7 @@ from signoff.domain.states import Decision
 from signoff.domain.tasks import Task
 from signoff.errors import ErrorCode, PayloadTooLarge, SignoffError
 from signoff.metrics import SLACK_CALLS, child
-from signoff.services import chat, chat_cards
+from signoff.services import chat, chat_cards, chat_notices
 from signoff.services.context import ServiceContext
 
 log = structlog.get_logger("signoff.slack")
@@ -186,7 +186,9 @@ class SlackDoor:
         groups: dict[tuple[str, str | None, str], list[chat_cards.Delivery]] = {}
         for delivery in taken:
             key = (delivery.channel, delivery.ts, delivery.kind)
-            if delivery.kind != "redraw":
+            if chat_notices.is_notice(delivery.kind):  # one message for a person's notices
+                key = (delivery.channel, None, "notice")
+            elif delivery.kind != "redraw":
                 key = (delivery.channel, str(delivery.id), delivery.kind)
             groups.setdefault(key, []).append(delivery)
         pending = list(groups.values())
@@ -204,6 +206,9 @@ class SlackDoor:
         ``Retry-After`` it gave); a card Slack can never show is skipped."""
         first = group[0]
         try:
+            if chat_notices.is_notice(first.kind):
+                await self._notify(group)
+                return None
             if first.kind in ("post", "dm"):
                 where = first.channel
                 if first.kind == "dm":
@@ -242,6 +247,15 @@ class SlackDoor:
             self.ctx, DOOR, group, channel=channel, ts=ts, revision=drawn.revision
         )
         return None
+
+    async def _notify(self, group: list[chat_cards.Delivery]) -> None:
+        """One person's due notices as one direct message."""
+        text = await chat_notices.notice_text(self.ctx, group)
+        ts = await self.send_notice(group[0].channel, text)
+        if ts is None:
+            await chat_cards.skipped(self.ctx, group, "no Slack account")
+            return
+        await chat_cards.sent(self.ctx, group, ts=ts)
 
     # The Web API, counted --------------------------------------------------------------
 
@@ -288,6 +302,13 @@ class SlackDoor:
 
     async def tell(self, channel: str, user: str, text: str) -> None:
         await self._call("chat.postEphemeral", channel=channel, user=user, text=text)
+
+    async def send_notice(self, principal_id: str, text: str) -> str | None:
+        where = await self._direct_channel(principal_id)
+        if where is None:
+            return None
+        response = await self._call("chat.postMessage", channel=where, text=text)
+        return str(response["ts"])
 
     async def email_of(self, user: str) -> str | None:
         """The user's e-mail, only when Slack says it is confirmed (and the user is a

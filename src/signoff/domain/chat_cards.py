@@ -62,6 +62,22 @@ DOOR_WORDS = {
 }
 
 
+#: A decision as a decided card names it; one not named here says "Decided: <label>".
+DECIDED_WORDS = {
+    Decision.APPROVED: "Approved",
+    Decision.REJECTED: "Rejected",
+    Decision.REVISION_REQUESTED: "Revision requested",
+}
+
+
+def decided_text(decision: Decision, operator: str | None, door: str | None = None) -> str:
+    """What a decided card says: "Approved by alice in Slack" (the door when known)."""
+    said = DECIDED_WORDS.get(decision) or f"Decided: {rule_for(decision).label}"
+    by = f" by {operator}" if operator else ""
+    where = f" {DOOR_WORDS.get(door, door)}" if door else ""
+    return f"{said}{by}{where}"
+
+
 @dataclass(frozen=True)
 class CardInput:
     """What a card is drawn from. ``button_value`` is the signed value every button of

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import structlog
 
 from signoff.crypto import form_mac
-from signoff.domain.chat_cards import CardInput, card_blocks
+from signoff.domain.chat_cards import CardInput, card_blocks, decided_text
 from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import (
@@ -52,7 +52,7 @@ class ChatChannel(Protocol):
     """What Signoff needs of a chat system to show cards and take decisions from them.
 
     Slack implements it (:mod:`signoff.chat.slack`); a second system (Microsoft Teams)
-    implements the same four calls with its own cards and identities, and decides through
+    implements the same five calls with its own cards and identities, and decides through
     :func:`decide` with its own ``door`` name. Nothing in the decision core changes.
     """
 
@@ -69,6 +69,11 @@ class ChatChannel(Protocol):
 
     async def email_of(self, user: str) -> str | None:
         """The chat user's e-mail address, when the chat system has verified it."""
+
+    async def send_notice(self, principal_id: str, text: str) -> str | None:
+        """A direct message to a Signoff person (a reminder, a reassignment, an expiry:
+        :mod:`signoff.services.chat_notices`); returns its id, ``None`` when the person
+        has no account in the chat system."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,7 @@ async def draw(
         if before is not None and before != task.current_revision:
             row = await approval_store.find_revision(conn, task.id, before)
             previous = row["subject"] if row else None
+        here = await _decided_here(conn, door, task)
     base = ctx.settings.public_base_url.rstrip("/")
     card = CardInput(
         view=task_view(task, ctx.now()),
@@ -193,7 +199,7 @@ async def draw(
         subject=subject,
         previous_subject=previous,
         previous_revision=before,
-        outcome=outcome or outcome_text(task),
+        outcome=outcome or outcome_text(task, door if here else None),
     )
     return Drawn(card_blocks(card), task, task.current_revision)
 
@@ -249,7 +255,7 @@ async def decide(
     except SignoffError as error:
         await _record(ctx, door, chat_user, person, bound, decision, error.error_code.value)
         raise
-    await _record(ctx, door, chat_user, person, bound, decision, "recorded")
+    await _record(ctx, door, chat_user, person, bound, decision, store.RECORDED)
     log.info("chat.decided", door=door, task_id=raw, actor=person.principal_id, user=chat_user)
     return outcome
 
@@ -343,12 +349,36 @@ async def _record(
         await uow.commit()
 
 
-def outcome_text(task: Task) -> str | None:
-    """A decided (or ended) task's outcome as a card says it, from what the task records."""
+async def _decided_here(conn: Any, door: str, task: Task) -> bool:
+    """Whether the task's single-person decision was made through this chat door (the
+    chat ledger records each; the other doors' are not told apart)."""
+    if (
+        task.status is not TaskStatus.RESOLVED
+        or task.approval_rule is not None
+        or task.decision is None
+        or task.operator_id is None
+        or task.resolved_at is None
+    ):
+        return False
+    return await store.decided_through(
+        conn,
+        door,
+        task.id,
+        principal_id=task.operator_id,
+        decision=task.decision,
+        revision=task.current_revision,
+        since=task.resolved_at,
+    )
+
+
+def outcome_text(task: Task, door: str | None = None) -> str | None:
+    """A decided (or ended) task's outcome as a card says it, from what the task records;
+    ``door``: the door the decision came through, when known ("Approved by alice in
+    Slack")."""
     if task.status is TaskStatus.EXPIRED:
         return "Expired without a decision"
     if task.status is TaskStatus.CANCELLED:
         return "Cancelled by the producer"
     if task.status is not TaskStatus.RESOLVED or task.decision is None:
         return None
-    return f"Decided: {rule_for(Decision(task.decision)).label} (by {task.operator_id})"
+    return decided_text(Decision(task.decision), task.operator_id, door)

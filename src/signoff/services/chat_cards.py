@@ -199,6 +199,14 @@ async def delivered(
         await uow.commit()
 
 
+async def sent(ctx: ServiceContext, deliveries: list[Delivery], *, ts: str) -> None:
+    """Notices sent as message ``ts`` (no card to remember)."""
+    async with ctx.database.transaction() as uow:
+        for delivery in deliveries:
+            await store.finish_delivery(uow.connection, delivery.id, ts=ts, now=ctx.now())
+        await uow.commit()
+
+
 async def failed(
     ctx: ServiceContext, deliveries: list[Delivery], error: str, retry_after: float | None
 ) -> datetime:

@@ -18,6 +18,7 @@ from signoff.domain.notify_choice import NONE, notify_choice
 from signoff.domain.policies import policy_from_json
 from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, Task, require_role, task_view
+from signoff.services import chat_notices
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
 from signoff.store import digest_outbox
@@ -88,11 +89,21 @@ async def notify(
     reviewer or supervisor named by ``targets``, each with a fresh resume link bound to the
     task and to them, valid until the task would expire. The producer is never sent a link
     (nobody approves their own escalation). Without ``SIGNOFF_SMTP_HOST`` nothing is queued.
+    With the Slack door on, deadline and level notices also go to Slack
+    (:func:`signoff.services.chat_notices.queue_notices`), whether or not e-mail is on.
     A person who chose a digest has theirs held until their digest is due; one who chose
     none is not queued anything. Returns how many were queued."""
-    if ctx.settings.smtp_host is None or not targets:
+    # The same notice as a direct message in Slack (new work already comes as a card).
+    to_chat = ctx.settings.slack_enabled and chat_notices.goes_to_chat(kind)
+    if not targets or (ctx.settings.smtp_host is None and not to_chat):
         return 0
     recipients = await store.reviewers_for(uow.connection, targets)
+    if to_chat:
+        await chat_notices.queue_notices(
+            uow.connection, chat_notices.SLACK_DOOR, task, kind=kind, recipients=recipients, now=now
+        )
+    if ctx.settings.smtp_host is None:
+        return 0
     view = task_view(task, now)
     policy = policy_from_json(task.escalation_policy) if task.escalation_policy else None
     # A link lives until the task would expire, and at least a day: an overdue task's

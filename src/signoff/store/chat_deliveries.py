@@ -3,7 +3,7 @@
 Statements, by name: :func:`read_cursor` (locked on PostgreSQL: one process fans out at a
 time), :func:`save_cursor`, :func:`insert_delivery`, :func:`due_deliveries`,
 :func:`take_delivery` (a conditional update: one process attempts a delivery at a time),
-:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`.
+:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`, :func:`notice_due`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.store.catchup import Position
@@ -62,7 +62,9 @@ async def insert_delivery(
     channel: str,
     ts: str | None,
     now: datetime,
+    due: datetime | None = None,
 ) -> None:
+    """A delivery to attempt at ``due`` (default: at once)."""
     await conn.execute(
         insert(chat_deliveries).values(
             id=uuid.uuid4(),
@@ -73,7 +75,7 @@ async def insert_delivery(
             ts=ts,
             status=PENDING,
             attempts=0,
-            next_attempt_at=now,
+            next_attempt_at=due or now,
             created_at=now,
         )
     )
@@ -132,3 +134,12 @@ async def retry_delivery(
         .where(D.id == delivery_id)
         .values(next_attempt_at=at, last_error=error[:500], attempts=D.attempts + 1)
     )
+
+
+async def notice_due(conn: AsyncConnection, door: str, channel: str) -> datetime | None:
+    """When the notices waiting for ``channel`` (a person) are due: a notice joins them."""
+    statement = select(func.min(D.next_attempt_at)).where(
+        D.door == door, D.channel == channel, D.status == PENDING, D.kind.like("n:%")
+    )
+    due: datetime | None = (await conn.execute(statement)).scalar()
+    return due
