@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import structlog
 import uvicorn
 from sqlalchemy import func, select
 
@@ -198,3 +199,14 @@ def live_server(settings: Settings, clock: ManualClock | None = None) -> Iterato
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def logging_kept() -> Iterator[None]:
+    """A command run in this process configures logging for its own streams (the captured
+    ones, which close with the test): put the test run's logging back after it."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)

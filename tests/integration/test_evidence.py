@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import delete, select, update
 
@@ -32,7 +31,7 @@ from signoff.store.runtime.migrate import downgrade, upgrade
 from signoff.store.tables import receipts, signing_keys, task_events
 from signoff.workers.sweeper import Sweeper
 from tests.conftest import TEST_ENCRYPTION_KEY
-from tests.support import Client, LiveServer, escalation
+from tests.support import Client, LiveServer, escalation, logging_kept
 
 NODE_RECEIPTS = Path(__file__).resolve().parents[1] / "node" / "receipt.mjs"
 SUBJECT: dict[str, Any] = {"title": "Pay ACME", "amount": "100 EUR", "actions": [{"id": "pay"}]}
@@ -105,14 +104,9 @@ def receipt_of(server: LiveServer, record_id: int) -> str:
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """The command line in this process (its logging set back after: it writes to the
-    captured streams, which close with this test)."""
-    saved = structlog.get_config()
-    try:
-        with pytest.raises(SystemExit) as ended:
-            main(list(argv))
-    finally:
-        structlog.configure(**saved)
+    """The command line in this process (its logging set back after)."""
+    with logging_kept(), pytest.raises(SystemExit) as ended:
+        main(list(argv))
     out, err = capsys.readouterr()
     return int(ended.value.code or 0), out, err
 

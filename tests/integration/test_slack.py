@@ -35,7 +35,7 @@ from tests.slackfake import (
     slack_fake,
     view_submission,
 )
-from tests.support import Client, LiveServer, escalation, live_server
+from tests.support import Client, LiveServer, escalation, live_server, logging_kept
 
 SUBJECT = {"title": "Pay ACME", "amount": "100 EUR", "note": "x" * 2000}
 APPROVE, REJECT = "signoff_decide:APPROVED", "signoff_decide:REJECTED"
@@ -518,7 +518,8 @@ def test_socket_mode_takes_the_same_clicks(
         monkeypatch.setenv("SIGNOFF_ENCRYPTION_KEYS", server.settings.encryption_keys or "")
         printed: list[str] = []
         monkeypatch.setattr(typer, "echo", lambda text, **_: printed.append(str(text)))
-        slack_card(task["id"], database_url=server.settings.database_url)
+        with logging_kept():
+            slack_card(task["id"], database_url=server.settings.database_url)
         shown = json.loads(printed[-1])
         assert shown["blocks"][0]["type"] == "header"
         assert "Approved by alice in Slack" in json.dumps(shown["blocks"])
