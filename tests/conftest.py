@@ -171,6 +171,24 @@ def own_postgres_database(own_postgres: Cluster) -> str:
     return url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes() -> Iterator[None]:
+    """Argon2id at argon2-cffi's cheapest parameters for the servers tests run in this
+    process: at its defaults each hash and each sign-in costs about 0.2 s of CPU, and
+    hundreds of tests create users and sign in. Verification reads the parameters from the
+    stored hash, so the code under test is the same; servers in subprocesses keep the
+    defaults."""
+    from argon2 import PasswordHasher, profiles
+
+    from signoff.services import passwords
+
+    cheap = PasswordHasher.from_parameters(profiles.CHEAPEST)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passwords, "_hasher", lambda: cheap)
+        patch.setattr(passwords, "_dummy_hash", None)
+        yield
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's synchronous API drives an event loop on the
     main thread, and ``asyncio.run`` (which the other tests' fixtures use) refuses to start
