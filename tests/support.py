@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,15 @@ class LiveServer:
         self._server.wake()
         self._thread.join(timeout=20)
         self._sock.close()
+
+    def run_in_server(self, work: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``work(context)`` with the server's own service context, on its event loop, as
+        its background workers run: what it commits wakes the server's long-polls at once
+        (on SQLite a commit from another engine reaches them only when their wait is up)."""
+        loop = self._server._loop
+        assert loop is not None, "the server has not started"
+        context = self.app.state.context
+        return asyncio.run_coroutine_threadsafe(work(context), loop).result(timeout=60)
 
     def running_requests(self) -> set[Any]:
         """The requests the server is working on now (uvicorn's tasks, one per request)."""
