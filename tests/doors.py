@@ -16,11 +16,11 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import httpx
@@ -35,6 +35,8 @@ from signoff.store.tables import outbox_events, review_tasks, task_events
 from signoff.workers.notifier import Notifier
 from tests.mailbox import Mailbox
 from tests.support import Client, LiveServer, escalation, live_server
+
+T = TypeVar("T")
 
 PUBLIC = "http://signoff.test"
 PASSWORD = "correct horse battery staple"
@@ -122,6 +124,10 @@ class Deployment:
     links: dict[tuple[str, str], str] = field(default_factory=dict)
     operation_ids: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    # The test's own reads and mail runs: one event loop and one engine for the
+    # deployment's life (an engine built and disposed per snapshot was most of a step).
+    _runner: asyncio.Runner | None = field(default=None, init=False, repr=False)
+    _database: Database | None = field(default=None, init=False, repr=False)
 
     # Setting up --------------------------------------------------------------------------
 
@@ -172,6 +178,22 @@ class Deployment:
         self.producer.close()
         for client in [*self.api.values(), *self.console.values()]:
             client.close()
+        if self._runner is not None:
+            if self._database is not None:
+                self._runner.run(self._database.dispose())
+            self._runner.close()
+
+    def _run(self, work: Callable[[Database], Awaitable[T]]) -> T:
+        """``work`` with the deployment's database, on the deployment's event loop."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+
+        async def call() -> T:
+            if self._database is None:
+                self._database = Database(create_engine(self.server.settings))
+            return await work(self._database)
+
+        return self._runner.run(call())
 
     # Reading ------------------------------------------------------------------------------
 
@@ -181,18 +203,14 @@ class Deployment:
     def send_mail(self) -> None:
         """Send what the notifier has queued and keep each approver's newest link."""
 
-        async def work() -> None:
-            database = Database(create_engine(self.server.settings))
-            try:
-                context = ServiceContext(
-                    database=database, settings=self.server.settings, clock=self.server.clock
-                )
-                while await Notifier(context).send_once():
-                    pass
-            finally:
-                await database.dispose()
+        async def work(database: Database) -> None:
+            context = ServiceContext(
+                database=database, settings=self.server.settings, clock=self.server.clock
+            )
+            while await Notifier(context).send_once():
+                pass
 
-        asyncio.run(work())
+        self._run(work)
         for message in self.mailbox.messages:
             body = Mailbox.body(message)
             for handle, entity in self.entities.items():
@@ -207,33 +225,31 @@ class Deployment:
     def snapshot(self, handle: str) -> Snapshot:
         task_id = uuid.UUID(self.task_ids[handle])
 
-        async def read() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-            database = Database(create_engine(self.server.settings))
-            try:
-                async with database.transaction(write=False) as uow:
-                    conn = uow.connection
-                    row = (
-                        await conn.execute(select(review_tasks).where(review_tasks.c.id == task_id))
-                    ).one()
-                    trail = await conn.execute(
-                        select(task_events)
-                        .where(task_events.c.task_id == task_id)
-                        .order_by(task_events.c.id)
-                    )
-                    outbox = await conn.execute(
-                        select(outbox_events)
-                        .where(outbox_events.c.task_id == task_id)
-                        .order_by(outbox_events.c.task_version, outbox_events.c.created_at)
-                    )
-                    return (
-                        dict(row._mapping),
-                        [dict(r._mapping) for r in trail],
-                        [dict(r._mapping) for r in outbox],
-                    )
-            finally:
-                await database.dispose()
+        async def read(
+            database: Database,
+        ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+            async with database.transaction(write=False) as uow:
+                conn = uow.connection
+                row = (
+                    await conn.execute(select(review_tasks).where(review_tasks.c.id == task_id))
+                ).one()
+                trail = await conn.execute(
+                    select(task_events)
+                    .where(task_events.c.task_id == task_id)
+                    .order_by(task_events.c.id)
+                )
+                outbox = await conn.execute(
+                    select(outbox_events)
+                    .where(outbox_events.c.task_id == task_id)
+                    .order_by(outbox_events.c.task_version, outbox_events.c.created_at)
+                )
+                return (
+                    dict(row._mapping),
+                    [dict(r._mapping) for r in trail],
+                    [dict(r._mapping) for r in outbox],
+                )
 
-        row, trail, outbox = asyncio.run(read())
+        row, trail, outbox = self._run(read)
         events = []
         for event in trail:
             event.pop("id")

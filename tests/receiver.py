@@ -79,7 +79,11 @@ class Receiver:
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
             self.url = f"https://localhost:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # serve_forever looks for shutdown() between polls: 0.5 s each by default, which
+        # every test that stops a receiver would wait out.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     def __enter__(self) -> Receiver:
         self._thread.start()

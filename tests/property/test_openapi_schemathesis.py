@@ -23,7 +23,7 @@ import httpx
 from tests.support import ADMIN_KEY, LiveServer, escalation
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
-EXAMPLES_PER_OPERATION = 25
+EXAMPLES_PER_OPERATION = 10
 
 
 def test_schemathesis_finds_no_failure(server: LiveServer, tmp_path: Path) -> None:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 #: How often each ``serve --workers N`` process checks that its parent still runs.
 PARENT_CHECK_SECONDS = 1.0
+#: prometheus_client's own variable for its multi-process directory (as in
+#: :mod:`signoff.metrics`, which cannot be imported before it is set).
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 #: The environment variable naming the supervisor's process id to its processes (a process
 #: started after the supervisor died already has another parent).
 SUPERVISOR_PID = "_SIGNOFF_SUPERVISOR_PID"
@@ -57,6 +60,22 @@ def serve(
     ] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
+    # Links handed out (set-password, resume) name the port this server really listens on.
+    settings = settings_from(database_url, host=host, port=port, workers=workers).with_public_url()
+    if demo:
+        # The demo's receiver is this server itself, on loopback.
+        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
+    # The demo's receiver lives in this process: one process serves the demo.
+    processes = 1 if demo else settings.serve_processes
+    with contextlib.ExitStack() as stack:
+        if processes > 1:
+            # The server processes are forked from this one, and Prometheus' multi-process
+            # mode is chosen when prometheus_client is first imported: the directory first.
+            stack.enter_context(metrics_directory())
+        _serve(settings, processes, demo=demo)
+
+
+def _serve(settings: Settings, processes: int, *, demo: bool) -> None:
     import uvicorn
     from sqlalchemy.engine import make_url
 
@@ -64,11 +83,6 @@ def serve(
     from signoff.cli.protocol import SignoffHttp
     from signoff.logs import server_log_config
 
-    # Links handed out (set-password, resume) name the port this server really listens on.
-    settings = settings_from(database_url, host=host, port=port, workers=workers).with_public_url()
-    if demo:
-        # The demo's receiver is this server itself, on loopback.
-        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
     admin_key = run_with_database(settings, prepare_database(settings))
     if admin_key:
         typer.echo(f"Admin API key (shown once, store it now): {admin_key}")
@@ -81,8 +95,6 @@ def serve(
         typer.echo(f"Demo producer key: {tour.producer_key}")
         typer.echo(f"Demo reviewer key: {tour.reviewer_key}")
         demo_lines, demo_secret = demo_module.tour(tour, settings), tour.receiver_secret
-    # The demo's receiver lives in this process: one process serves the demo.
-    processes = 1 if demo else settings.serve_processes
     typer.echo(
         f"Starting Signoff on http://{settings.host}:{settings.port} "
         f"({make_url(settings.database_url).render_as_string(hide_password=True)}, "
@@ -118,15 +130,14 @@ def serve(
             import secrets
 
             os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
-        with metrics_directory():
-            _serve_processes(
-                uvicorn.Config(
-                    "signoff.cli.server:server_process_app",
-                    factory=True,
-                    workers=processes,
-                    **options,
-                )
+        _serve_processes(
+            uvicorn.Config(
+                "signoff.cli.server:server_process_app",
+                factory=True,
+                workers=processes,
+                **options,
             )
+        )
         return
     from signoff.api.app import create_app
 
@@ -154,8 +165,6 @@ def metrics_directory() -> Iterator[None]:
     directory named by ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary one when unset),
     emptied first so counts of an earlier run are not added in; a temporary one is
     removed afterwards."""
-    from signoff.metrics import MULTIPROCESS_DIR
-
     given = os.environ.get(MULTIPROCESS_DIR)
     folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="signoff-metrics-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -192,13 +201,32 @@ def start_up_notes(settings: Settings) -> list[str]:
 
 def _serve_processes(config: uvicorn.Config) -> None:
     """Serve with ``config.workers`` processes; after SIGTERM, exit by that signal (status
-    143), as a single process does."""
+    143), as a single process does.
+
+    The processes are forked from this one once it has imported the application (uvicorn
+    spawns them, and each imported everything again: a second of CPU per process at
+    start-up). Each still builds its own application, connections and workers
+    (:func:`server_process_app`): nothing that runs is shared."""
+    import multiprocessing
+
+    from uvicorn import _subprocess
     from uvicorn.supervisors.multiprocess import Multiprocess
+
+    import signoff.api.app  # noqa: F401  (imported here once, for every process)
+
+    setattr(_subprocess, "spawn", multiprocessing.get_context("fork"))  # noqa: B010
 
     class _Supervisor(Multiprocess):
         """uvicorn's supervisor, remembering the signal that stopped it."""
 
         stopped_by: signal.Signals | None = None
+
+        def init_processes(self) -> None:
+            super().init_processes()
+            # This process's metric files (its imports made them, with zeros) hold no
+            # server's values: a gauge reported as the processes' minimum would read 0.
+            for stale in Path(os.environ[MULTIPROCESS_DIR]).glob(f"*_{os.getpid()}.db"):
+                stale.unlink()
 
         def handle_term(self) -> None:
             self.stopped_by = signal.SIGTERM
@@ -225,6 +253,8 @@ def server_process_app() -> Any:
     settings = Settings()
     configure_logging(settings.log_level)
     SignoffHttp.configure(settings)
+    for inherited in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(inherited, signal.SIG_DFL)  # the supervisor's handlers, forked with it
     supervisor = int(os.environ.get(SUPERVISOR_PID) or os.getppid())
     threading.Thread(
         target=_stop_with_parent, args=(supervisor,), daemon=True, name="parent-watch"
