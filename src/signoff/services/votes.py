@@ -40,6 +40,7 @@ from signoff.domain.ballots import (
 )
 from signoff.domain.change_requests import change_request
 from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
+from signoff.domain.doors import recorded_door
 from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -70,7 +71,6 @@ from signoff.store import votes as store
 from signoff.store.runtime.database import UnitOfWork
 from signoff.store.writes import Edit
 
-DOORS = ("api", "console", "link", "slack")
 ADMIN = frozenset({Role.ADMIN})
 
 
@@ -165,7 +165,7 @@ async def vote(
             digest=task.digest,
             stage=before.stage,
             at=now,
-            door=door if door in DOORS else "api",
+            door=recorded_door(door),
         )
         if not await store.insert_vote(uow.connection, task.id, cast):
             raise already_voted(principal.principal_id)
@@ -216,7 +216,7 @@ async def _edit_vote(
         voter=principal.principal_id, key_id=str(principal.key_id),
         groups=tuple(principal.groups), decision=Decision.APPROVED, notes=vote["notes"],
         revision=edit.revision, digest=edit.digest, stage=before.stage, at=now,
-        door=vote["door"] if vote["door"] in DOORS else "api",
+        door=recorded_door(vote["door"]),
     )  # fmt: skip
     if not await store.insert_vote(uow.connection, task.id, cast):
         raise already_voted(principal.principal_id)
