@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from signoff.cli import main
 from signoff.client import ReceiptInvalid, verify_receipt
@@ -135,6 +136,7 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
         1,
         "rita",
     )
+    assert claims["who"]["door"] == "api"  # the door the decision came through
     with pytest.raises(ReceiptInvalid, match="digest"):
         verify_receipt(answered.headers["Signoff-Receipt"], jwks, digest="0" * 64)
 
@@ -334,3 +336,45 @@ def test_records_written_before_the_chain_are_linked_by_the_migration(server: Li
     report = verify_bundle(bundle)
     assert report.failures == []
     assert (report.records, report.tasks) == (6, 2)
+
+
+def test_two_processes_starting_at_once_share_one_signing_key(server: LiveServer) -> None:
+    """The database holds one live key at most: of processes making one at once (or
+    rotating at once), one key wins and every process signs with it."""
+    tamper(server, update(signing_keys).values(retired_at=server.clock.now(), private_key=None))
+
+    async def at_once(work: Any) -> list[str]:
+        databases = [Database(create_engine(server.settings)) for _ in range(3)]
+        try:
+            contexts = [
+                ServiceContext(database=d, settings=server.settings, clock=server.clock)
+                for d in databases
+            ]
+            return list(await asyncio.gather(*(work(context) for context in contexts)))
+        finally:
+            for database in databases:
+                await database.dispose()
+
+    async def live(context: ServiceContext) -> list[str]:
+        async with context.database.transaction(write=False) as uow:
+            found = await uow.connection.execute(
+                select(signing_keys.c.kid).where(signing_keys.c.retired_at.is_(None))
+            )
+            return [str(kid) for kid in found.scalars()]
+
+    kids = asyncio.run(at_once(evidence.ensure_signing_key))
+    assert len(set(kids)) == 1, kids
+    assert service(server, live) == kids[:1]
+    # Rotations at once (one after the other, where writes take turns): one key is live.
+    rotated = asyncio.run(at_once(evidence.rotate_signing_key))
+    (live_kid,) = service(server, live)
+    assert live_kid in rotated
+    assert kids[0] not in rotated
+    # Not even a direct insert adds a second live key.
+    with pytest.raises(IntegrityError):
+        tamper(
+            server,
+            insert(signing_keys).values(
+                kid="second", public_key="x", private_key="y", created_at=server.clock.now()
+            ),
+        )
