@@ -162,6 +162,8 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
         "task.vote_cast",
         "task.resolved",
     ]
+    doors = [verify_receipt(item["receipt"], jwks)["who"]["door"] for item in listed[-3:]]
+    assert doors == ["api", "api", "api"]  # each vote's door, and the deciding vote's
     assert listed[0]["prev_hash"] == ""
     assert all(y["prev_hash"] == x["hash"] for x, y in itertools.pairwise(listed))
     assert reviewer.get(f"/tasks/{uuid.uuid4()}/receipts").status_code == 404

@@ -173,7 +173,8 @@ async def vote(
         after = progress(rule, votes)
         done = receipt(rule, before, after, cast)
         task = await _write_votes(uow, step, task, votes, now)
-        details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
+        details: dict[str, Any] = {"vote": cast.public(), "progress": after.as_json()}
+        details |= {"effect": done.as_json(), "door": cast.door}  # its receipt states the door
         await record_transition(uow, step, task, principal, now, details)
         if after.outcome is not None:
             task = await _decide(uow, ctx, task, principal, cast, after, now)
@@ -224,7 +225,8 @@ async def _edit_vote(
     done = receipt(rule, before, after, cast)
     task = await _write_votes(uow, step, task, [cast], now)
     details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
-    await record_transition(uow, step, task, principal, now, details | {"edit": revised})
+    details |= {"door": cast.door, "edit": revised}
+    await record_transition(uow, step, task, principal, now, details)
     if after.outcome is not None:
         task = await _decide(uow, ctx, task, principal, cast, after, now)
     elif after.stage != before.stage:
@@ -309,6 +311,7 @@ async def _decide(
     details: dict[str, Any] = {
         "decision": decision.value,
         "decided_by_votes": True,
+        "door": deciding.door,
         "votes": [v.public() for v in votes_from_json(decided.votes)],
     }
     if decided.has_subject:
