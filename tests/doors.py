@@ -477,7 +477,9 @@ def door_neutral(snapshot: Snapshot, twin_of: dict[str, str]) -> Snapshot:
     twin's id, entity id and idempotency key to one label). The only details allowed to
     name the door are listed here:
 
-    - ``details.via`` in the audit trail (the resume link says it was used);
+    - ``details.via`` in the audit trail (the resume link says it was used), and the
+      ``door`` a decision or a vote records (what each door records is checked apart,
+      :func:`door_recorded`);
     - the approver's credential (``approver_key_id``): an API key, a console account
       or the key a link is bound to, all of the same principal.
     """
@@ -486,7 +488,7 @@ def door_neutral(snapshot: Snapshot, twin_of: dict[str, str]) -> Snapshot:
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
-                if key == "via":
+                if key in ("via", "door"):
                     continue
                 if key == "approver_key_id" and isinstance(item, str):
                     item = re.sub(r"^(key|user):", "credential:", item)
@@ -505,6 +507,12 @@ def door_neutral(snapshot: Snapshot, twin_of: dict[str, str]) -> Snapshot:
         [fold(event) for event in snapshot.trail],
         [fold(event) for event in snapshot.outbox],
     )
+
+
+def door_recorded(snapshot: Snapshot) -> str | None:
+    """The door the task's latest decision records in its audit event (``None``: none)."""
+    decided = [e for e in snapshot.trail if e.get("action") == "resolve"]
+    return decided[-1]["details"].get("door") if decided else None
 
 
 def twin_escalation(**fields: Any) -> dict[str, Any]:

@@ -299,7 +299,12 @@ def test_seed_case_6_an_editor_who_lost_access_no_longer_authorises(server, prod
     trail = producer.get(f"/tasks/{task['id']}/events").json()["items"]
     resolved = next(e for e in trail if e["type"] == "task.resolved")
     refused = next(e for e in trail if e["type"] == "task.execution_refused")
-    assert resolved["details"] == {"decision": "APPROVED", "revision": 1, "digest": digest}
+    assert resolved["details"] == {
+        "decision": "APPROVED",
+        "door": "api",
+        "revision": 1,
+        "digest": digest,
+    }
     assert refused["details"]["reason"] == "APPROVER_NOT_AUTHORISED"
     assert producer.get(f"/tasks/{task['id']}").json()["decision"] == "APPROVED"  # not erased
     editor.close()

@@ -332,6 +332,7 @@ def test_a_console_users_approval_passes_the_execution_gate_until_disabled(
                     resolution_payload=None,
                     revision=grant.task.current_revision,
                     digest=grant.task.digest,
+                    door="console",
                 )
                 return str(task.digest)
             finally:

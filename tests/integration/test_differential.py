@@ -38,6 +38,7 @@ from tests.doors import (
     Snapshot,
     deployments,
     door_neutral,
+    door_recorded,
     twin_escalation,
 )
 from tests.support import escalation
@@ -375,6 +376,13 @@ class Doors(RuleBasedStateMachine):
                 f"{step} (expected {expected or 'a decision'})",
                 refused=bool(expected),
             )
+        if not expected:  # each decision records the door it came through
+            for engine in self.engines:
+                for handle, door in zip(pair, doors, strict=True):
+                    recorded = door_recorded(engine.snapshot(handle))
+                    assert recorded == door.removesuffix("-form").removesuffix("-json"), self._say(
+                        step, f"{door} recorded as {recorded} on {engine.name}", []
+                    )
         problems = []
         for door, answer in zip(doors, answers, strict=True):
             try:

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from signoff.cli import main
-from signoff.client import ReceiptInvalid, verify_receipt
+from signoff.client import AsyncSignoff, ReceiptInvalid, Signoff, verify_receipt
 from signoff.crypto import Keyring
 from signoff.domain.evidence import TrailRecord, b64url_decode, receipt_claims, sign_compact
 from signoff.domain.evidence_check import verify_bundle
@@ -31,7 +32,7 @@ from signoff.store.runtime.migrate import downgrade, upgrade
 from signoff.store.tables import receipts, signing_keys, task_events
 from signoff.workers.sweeper import Sweeper
 from tests.conftest import TEST_ENCRYPTION_KEY
-from tests.support import Client, LiveServer, escalation, logging_kept
+from tests.support import Client, LiveServer, escalation, live_server, logging_kept
 
 NODE_RECEIPTS = Path(__file__).resolve().parents[1] / "node" / "receipt.mjs"
 SUBJECT: dict[str, Any] = {"title": "Pay ACME", "amount": "100 EUR", "actions": [{"id": "pay"}]}
@@ -135,6 +136,7 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
         1,
         "rita",
     )
+    assert claims["who"]["door"] == "api"  # the door the decision came through
     with pytest.raises(ReceiptInvalid, match="digest"):
         verify_receipt(answered.headers["Signoff-Receipt"], jwks, digest="0" * 64)
 
@@ -160,6 +162,8 @@ def test_receipts_chain_checkpoints_and_offline_verification_catch_every_tamperi
         "task.vote_cast",
         "task.resolved",
     ]
+    doors = [verify_receipt(item["receipt"], jwks)["who"]["door"] for item in listed[-3:]]
+    assert doors == ["api", "api", "api"]  # each vote's door, and the deciding vote's
     assert listed[0]["prev_hash"] == ""
     assert all(y["prev_hash"] == x["hash"] for x, y in itertools.pairwise(listed))
     assert reviewer.get(f"/tasks/{uuid.uuid4()}/receipts").status_code == 404
@@ -334,3 +338,147 @@ def test_records_written_before_the_chain_are_linked_by_the_migration(server: Li
     report = verify_bundle(bundle)
     assert report.failures == []
     assert (report.records, report.tasks) == (6, 2)
+
+
+def test_two_processes_starting_at_once_share_one_signing_key(server: LiveServer) -> None:
+    """The database holds one live key at most: of processes making one at once (or
+    rotating at once), one key wins and every process signs with it."""
+    tamper(server, update(signing_keys).values(retired_at=server.clock.now(), private_key=None))
+
+    async def at_once(work: Any) -> list[str]:
+        databases = [Database(create_engine(server.settings)) for _ in range(3)]
+        try:
+            contexts = [
+                ServiceContext(database=d, settings=server.settings, clock=server.clock)
+                for d in databases
+            ]
+            return list(await asyncio.gather(*(work(context) for context in contexts)))
+        finally:
+            for database in databases:
+                await database.dispose()
+
+    async def live(context: ServiceContext) -> list[str]:
+        async with context.database.transaction(write=False) as uow:
+            found = await uow.connection.execute(
+                select(signing_keys.c.kid).where(signing_keys.c.retired_at.is_(None))
+            )
+            return [str(kid) for kid in found.scalars()]
+
+    kids = asyncio.run(at_once(evidence.ensure_signing_key))
+    assert len(set(kids)) == 1, kids
+    assert service(server, live) == kids[:1]
+    # Rotations at once (one after the other, where writes take turns): one key is live.
+    rotated = asyncio.run(at_once(evidence.rotate_signing_key))
+    (live_kid,) = service(server, live)
+    assert live_kid in rotated
+    assert kids[0] not in rotated
+    # Not even a direct insert adds a second live key.
+    with pytest.raises(IntegrityError):
+        tamper(
+            server,
+            insert(signing_keys).values(
+                kid="second", public_key="x", private_key="y", created_at=server.clock.now()
+            ),
+        )
+
+
+@pytest.fixture
+def every_grant_used(make_settings, clock) -> Any:  # type: ignore[no-untyped-def]
+    """A server on which a remembered approval always decides (no audit sample)."""
+    with live_server(make_settings(grant_audit_share=0.0), clock) as live:
+        yield live
+
+
+def test_each_kind_of_record_has_a_receipt_the_published_keys_verify(
+    every_grant_used: LiveServer,
+) -> None:
+    """A revision request with fields, an expiry by the sweeper, an execution and its
+    completed actions, an approval with edits and one by a grant: each record's receipt,
+    read through the SDK, verifies with the published keys and states what happened."""
+    server = every_grant_used
+    producer = server.new_client("producer", "bot")
+    rita = server.new_client("reviewer", "rita")
+    subject = {**SUBJECT, "actions": [{"id": "pay"}, {"id": "notify"}]}
+    sdk = Signoff(server.base_url, str(rita.key), backoff=0)
+    keys = sdk.signing_keys()
+
+    def stated(task_id: str) -> dict[str, dict[str, Any]]:
+        """The task's receipts verified, the last of each action by its action."""
+        listed = sdk.receipts(task_id)
+        assert [r.prev_hash for r in listed[1:]] == [r.hash for r in listed[:-1]]
+        verified = [verify_receipt(str(r.receipt), keys, task_id=task_id) for r in listed]
+        return {claims["action"]: claims for claims in verified}
+
+    def held(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        made = producer.escalate(body)
+        assert made.status_code == 201, made.text
+        return made.json(), rita.claim(made.json()["id"]).json()["lease_token"]
+
+    # Changes asked for, field by field.
+    asked, token = held(escalation(subject=copy.deepcopy(subject)))
+    fields = [{"path": "/amount", "reason": "name the currency rate"}]
+    pin = {"revision": 1, "digest": asked["digest"]}
+    body = pin | {"decision": "REVISION_REQUESTED", "notes": "see the field", "fields": fields}
+    assert rita.resolve(asked["id"], token, body).status_code == 200
+    claims = stated(asked["id"])["resolve"]
+    assert (claims["decision"], claims["revision"], claims["digest"]) == (
+        "REVISION_REQUESTED",
+        1,
+        asked["digest"],
+    )
+    assert (claims["who"]["principal"], claims["who"]["door"]) == ("rita", "api")
+
+    # Expired by the sweeper when the producer's timeout ran out.
+    timed = producer.escalate(escalation(timeout={"after_seconds": 60, "outcome": "expire"}))
+    server.clock.advance(60)
+    service(server, lambda ctx: Sweeper(ctx).sweep_once())
+    expired = [c for c in stated(timed.json()["id"]).values() if c["outcome"] == "EXPIRED"]
+    assert len(expired) == 1, expired
+
+    # Approved with edits: the receipt names the reviewer's revision and its digest.
+    edited_subject = {**subject, "title": "Pay ACME Ltd"}
+    editable, token = held(escalation(subject=copy.deepcopy(subject), editable=["/title"]))
+    pin = {"revision": 1, "digest": editable["digest"]}
+    body = pin | {"decision": "APPROVED_WITH_EDITS", "subject": edited_subject}
+    answer = rita.resolve(editable["id"], token, body | {"remember_seconds": 3600})
+    assert answer.status_code == 200, answer.text
+    approved = answer.json()
+    claims = verify_receipt(
+        answer.headers["Signoff-Receipt"],
+        keys,
+        task_id=editable["id"],
+        digest=approved["approved_digest"],
+        decision="APPROVED_WITH_EDITS",
+    )
+    assert (claims["revision"], claims["digest"]) == (2, approved["digest"])
+    assert claims["details"]["edited"]["from_digest"] == editable["digest"]
+    grant_id = claims["details"]["remembered"]["id"]
+
+    # The execution gate, then each action completed: each a receipt.
+    gate = producer.post(
+        f"/tasks/{editable['id']}/execute",
+        json={"revision": 2, "digest": approved["digest"], "operation_id": "op-1"},
+    )
+    assert gate.status_code == 200, gate.text
+    for action in ("pay", "notify"):
+        done = producer.post(
+            f"/tasks/{editable['id']}/actions/{action}/complete",
+            headers={"X-Execution-Token": gate.json()["execution_token"]},
+            json={"operation_id": "op-1", "result": {"ok": True}},
+        )
+        assert done.status_code == 200, done.text
+    actions = stated(editable["id"])
+    assert actions["execute"]["type"] == "task.execution_started"
+    assert actions["complete_action"]["type"] == "task.action_completed"
+
+    # The same edited action again: approved by the grant the edit remembered.
+    again = producer.escalate(escalation(subject=copy.deepcopy(edited_subject)))
+    assert again.json()["decision"] == "APPROVED_BY_GRANT", again.text
+
+    async def by_grant() -> list[Any]:
+        async with AsyncSignoff(server.base_url, str(rita.key), backoff=0) as client:
+            return [r.receipt for r in await client.receipts(again.json()["id"])]
+
+    claims = verify_receipt(asyncio.run(by_grant())[-1], keys, decision="APPROVED_BY_GRANT")
+    assert claims["grant_id"] == grant_id
+    sdk.close()

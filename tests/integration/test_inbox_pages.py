@@ -104,6 +104,7 @@ def test_every_view_pages_forward_and_back_in_its_order_and_its_count_is_its_siz
                 decision=Decision.APPROVED,
                 notes=None,
                 resolution_payload=None,
+                door="console",
             )
             decided.append(task_id)
         for number in range(5):

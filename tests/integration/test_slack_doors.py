@@ -14,6 +14,7 @@ from tests.doors import (
     Deployment,
     deployment_settings,
     door_neutral,
+    door_recorded,
     twin_escalation,
 )
 from tests.integration.test_differential import differences
@@ -80,13 +81,15 @@ def test_a_slack_decision_leaves_the_row_trail_and_outbox_of_an_api_decision(
                         ),
                     )
                     api_ts, _ = _card(fake, deployment.task_id(by_api))
-                    (api_card, *_) = fake.wait_for(
+                    fake.wait_for(
                         "chat.update",
                         lambda c, ts=api_ts, said=said[decision]: (
-                            c.params["ts"] == ts and said in json.dumps(c.params)
+                            c.params["ts"] == ts
+                            and f"{said} through the API" in json.dumps(c.params)
                         ),
                     )
-                    assert "in Slack" not in json.dumps(api_card.params["blocks"])
+                    recorded = [door_recorded(deployment.snapshot(h)) for h in (by_api, by_slack)]
+                    assert recorded == ["api", "slack"], recorded
                     labels = {}
                     for own in (by_api, by_slack):
                         labels[deployment.task_id(own)] = "<twin task>"

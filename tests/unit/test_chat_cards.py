@@ -195,4 +195,5 @@ def test_a_decided_card_names_the_decision_the_person_and_the_door_when_known() 
     assert decided_text(Decision.APPROVED, "carl", "console") == "Approved by carl in the console"
     assert decided_text(Decision.REJECTED, "alice", "slack") == "Rejected by alice in Slack"
     assert decided_text(Decision.APPROVED, "dan", "api") == "Approved by dan through the API"
+    assert decided_text(Decision.APPROVED, "eve", "link") == "Approved by eve by a link"
     assert decided_text(Decision.REVISION_REQUESTED, "sam", None) == "Revision requested by sam"

@@ -13,8 +13,10 @@ import {
   type FieldFeedback,
   type OnTimeout,
   type Revision,
+  type SigningKeys,
   type Task,
   type TaskPage,
+  type TaskReceipt,
   type TaskStatus,
   type WebhookEndpoint,
 } from "./models.js";
@@ -274,6 +276,17 @@ export class Signoff {
   async taskEvents(task: string | Task): Promise<AuditEvent[]> {
     const answer = await this.http.request({ method: "GET", path: `${taskPath(task)}/events`, retry: true });
     return (answer.body as { items: AuditEvent[] }).items;
+  }
+
+  /** The task's trail as signed receipts, oldest first, each with its chain link. */
+  async receipts(task: string | Task): Promise<TaskReceipt[]> {
+    const answer = await this.http.request({ method: "GET", path: `${taskPath(task)}/receipts`, retry: true });
+    return (answer.body as { items: TaskReceipt[] }).items;
+  }
+
+  /** The server's public keys, the JWK Set receipts verify against. */
+  async signingKeys(): Promise<SigningKeys> {
+    return (await this.http.request({ method: "GET", path: "/.well-known/jwks.json", retry: true })).body as SigningKeys;
   }
 
   /** Every event of your tasks after `cursor` (`null`: from the first), and the next cursor. */

@@ -192,6 +192,22 @@ export interface AuditEvent {
   created_at: string;
 }
 
+/** One record of a task's trail as a signed receipt (`GET /tasks/{id}/receipts`):
+ * its chain link and `receipt`, a compact JWS (EdDSA) over the record, checked against
+ * `signingKeys()`. */
+export interface TaskReceipt {
+  record_id: number;
+  type: string;
+  prev_hash: string;
+  hash: string;
+  receipt: string | null;
+}
+
+/** The server's public keys (`/.well-known/jwks.json`), a JWK Set. */
+export interface SigningKeys {
+  keys: Array<Record<string, unknown>>;
+}
+
 export interface Revision {
   revision: number;
   digest: string;

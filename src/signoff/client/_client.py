@@ -21,6 +21,7 @@ from signoff.client._models import (
     Diff,
     Revision,
     Task,
+    TaskReceipt,
     TaskStatus,
     WebhookEndpoint,
 )
@@ -233,6 +234,15 @@ class Signoff:
 
     def task_events(self, task_id: str | Task) -> list[AuditEvent]:
         return self._runner.run(ops.task_events(task_id))
+
+    def receipts(self, task_id: str | Task) -> list[TaskReceipt]:
+        """The task's trail as signed receipts, oldest first, each with its chain link;
+        check one with :func:`signoff.client.verify_receipt` and :meth:`signing_keys`."""
+        return self._runner.run(ops.receipts(task_id))
+
+    def signing_keys(self) -> dict[str, Any]:
+        """The server's public keys (the JWK Set receipts verify against)."""
+        return self._runner.run(ops.signing_keys())
 
     # --- reading what a person reviews ---------------------------------------------------
     def revisions(self, task_id: str | Task) -> list[Revision]:

@@ -300,6 +300,18 @@ class AuditEvent(_Model):
     created_at: datetime
 
 
+class TaskReceipt(_Model):
+    """One record of a task's trail as a signed receipt (``GET /tasks/{id}/receipts``):
+    its chain link and ``receipt``, a compact JWS to check with :func:`verify_receipt`
+    against :meth:`Signoff.signing_keys`."""
+
+    record_id: int
+    type: str
+    prev_hash: str
+    hash: str
+    receipt: str | None = None
+
+
 class Revision(_Model):
     """One revision of a task's subject (``GET /tasks/{id}/revisions/{n}``)."""
 

@@ -32,6 +32,7 @@ from signoff.client._models import (
     Revision,
     Task,
     TaskPage,
+    TaskReceipt,
     WebhookEndpoint,
 )
 
@@ -109,6 +110,16 @@ def list_page(filters: Mapping[str, Any], cursor: str | None, limit: int) -> Op[
 def task_events(task_id: str | Task) -> Op[list[AuditEvent]]:
     response = yield _call("GET", f"/tasks/{_id(task_id)}/events", retry=True)
     return [AuditEvent.model_validate(item) for item in response.json()["items"]]
+
+
+def receipts(task_id: str | Task) -> Op[list[TaskReceipt]]:
+    response = yield _call("GET", f"/tasks/{_id(task_id)}/receipts", retry=True)
+    return [TaskReceipt.model_validate(item) for item in response.json()["items"]]
+
+
+def signing_keys() -> Op[dict[str, Any]]:
+    response = yield _call("GET", "/.well-known/jwks.json", retry=True)
+    return dict(response.json())
 
 
 def revisions(task_id: str | Task) -> Op[list[Revision]]:

@@ -415,6 +415,7 @@ async def _decide(
             fields=fields,
             subject=edited,
             remember_seconds=remember,
+            door="console",
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.domain.decisions import NOTES_MAX_LENGTH, choices, rule_for
+from signoff.domain.doors import door_words
 from signoff.domain.messages import headline_title, one_line, when_text
 from signoff.domain.states import Decision
 
@@ -53,13 +54,6 @@ ACTION_PREFIX = "signoff_decide:"
 #: The callback id of the notes modal.
 NOTES_MODAL = "signoff_notes"
 IN_REVIEW = frozenset({"PENDING_REVIEW", "CLAIMED"})
-#: Where a vote came from, in words.
-DOOR_WORDS = {
-    "api": "through the API",
-    "console": "in the console",
-    "link": "by e-mail link",
-    "slack": "in Slack",
-}
 
 
 #: A decision as a decided card names it; one not named here says "Decided: <label>".
@@ -74,7 +68,8 @@ def decided_text(decision: Decision, operator: str | None, door: str | None = No
     """What a decided card says: "Approved by alice in Slack" (the door when known)."""
     said = DECIDED_WORDS.get(decision) or f"Decided: {rule_for(decision).label}"
     by = f" by {operator}" if operator else ""
-    where = f" {DOOR_WORDS.get(door, door)}" if door else ""
+    words = door_words(door)
+    where = f" {words}" if words else ""
     return f"{said}{by}{where}"
 
 
@@ -240,7 +235,7 @@ def _standing(card: CardInput) -> list[dict[str, Any]]:
         parts.append(f":busts_in_silhouette: {escape(standing['text'])}")
         votes = [
             f"{escape(v['voter'])}: {rule_for(Decision(v['decision'])).label}"
-            + (f" ({DOOR_WORDS.get(str(v['door']), escape(v['door']))})" if v.get("door") else "")
+            + (f" ({escape(door_words(str(v['door'])) or '')})" if v.get("door") else "")
             for v in (view.get("votes") or [])[:20]
         ]
         if votes:

@@ -22,6 +22,7 @@ import structlog
 from signoff.crypto import form_mac
 from signoff.domain.chat_cards import CardInput, card_blocks, decided_text
 from signoff.domain.decisions import checked_notes, rule_for
+from signoff.domain.doors import door_words
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import (
     Principal,
@@ -38,6 +39,7 @@ from signoff.services.tasks import resolve
 from signoff.store import approvals as approval_store
 from signoff.store import chat as store
 from signoff.store import tasks as task_store
+from signoff.store import trail
 from signoff.store import users as user_store
 
 log = structlog.get_logger("signoff.chat")
@@ -189,7 +191,11 @@ async def draw(
         if before is not None and before != task.current_revision:
             row = await approval_store.find_revision(conn, task.id, before)
             previous = row["subject"] if row else None
-        here = await _decided_here(conn, door, task)
+        decided_door = (
+            await trail.decision_door(conn, task.id)
+            if task.status is TaskStatus.RESOLVED and task.approval_rule is None
+            else None
+        )
     base = ctx.settings.public_base_url.rstrip("/")
     card = CardInput(
         view=task_view(task, ctx.now()),
@@ -199,7 +205,7 @@ async def draw(
         subject=subject,
         previous_subject=previous,
         previous_revision=before,
-        outcome=outcome or outcome_text(task, door if here else None),
+        outcome=outcome or outcome_text(task, decided_door),
     )
     return Drawn(card_blocks(card), task, task.current_revision)
 
@@ -273,7 +279,7 @@ async def _decide(
         task = await task_store.find_task(uow.connection, bound.task_id)
     if task is None:
         raise task_not_found(raw)
-    where = f"in {door.capitalize()}"
+    where = door_words(door)
     if task.approval_rule is not None:  # several people vote: no lease
         ballot = await vote_service.vote(
             ctx,
@@ -308,6 +314,7 @@ async def _decide(
             resolution_payload=None,
             revision=bound.revision,
             digest=bound.digest,
+            door=door,
         )
     except BaseException:
         await _give_back(ctx, person, raw, grant.lease_token)
@@ -347,28 +354,6 @@ async def _record(
             created_at=ctx.now(),
         )
         await uow.commit()
-
-
-async def _decided_here(conn: Any, door: str, task: Task) -> bool:
-    """Whether the task's single-person decision was made through this chat door (the
-    chat ledger records each; the other doors' are not told apart)."""
-    if (
-        task.status is not TaskStatus.RESOLVED
-        or task.approval_rule is not None
-        or task.decision is None
-        or task.operator_id is None
-        or task.resolved_at is None
-    ):
-        return False
-    return await store.decided_through(
-        conn,
-        door,
-        task.id,
-        principal_id=task.operator_id,
-        decision=task.decision,
-        revision=task.current_revision,
-        since=task.resolved_at,
-    )
 
 
 def outcome_text(task: Task, door: str | None = None) -> str | None:

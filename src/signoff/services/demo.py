@@ -291,6 +291,7 @@ async def populate(ctx: ServiceContext, *, base_url: str) -> DemoTour:
                 decision=Decision.APPROVED,
                 notes="Known customer; documents on file.",
                 resolution_payload={"release": True},
+                door="console",
             )
         except SignoffError:
             pass  # someone took it meanwhile: the tour still works

@@ -214,6 +214,7 @@ async def _escalate(
             details: dict[str, Any] = {"decision": approved.decision}
             details |= {"revision": approved.current_revision}
             details |= {"digest": approved.digest, "grant": grant.cited()}
+            details["grant_id"] = str(grant.id)  # stated at the top of its receipt
             await record_transition(
                 uow, transition(Action.APPLY_GRANT), approved, principal, now, details
             )

@@ -65,15 +65,22 @@ def _raw_private(key: Ed25519PrivateKey) -> str:
     return b64url(raw)
 
 
+async def _active_kid(ctx: ServiceContext) -> str | None:
+    async with ctx.database.transaction(write=False) as uow:
+        rows = await store.all_keys(uow.connection)
+    return next((str(r.kid) for r in rows if r.retired_at is None and r.private_key), None)
+
+
 async def ensure_signing_key(ctx: ServiceContext) -> str:
     """The active key's id; the first start makes one (its private half encrypted at
-    rest like every other secret)."""
+    rest like every other secret). The database holds one live key at most: of two
+    processes starting at once, one adds its key and the other reads it."""
+    active = await _active_kid(ctx)
+    if active is not None:
+        return active
+    kid, public, private = _new_key()
     async with ctx.database.transaction() as uow:
-        for row in await store.all_keys(uow.connection):
-            if row.retired_at is None and row.private_key is not None:
-                return str(row.kid)
-        kid, public, private = _new_key()
-        await store.add_key(
+        added = await store.add_key(
             uow.connection,
             kid=kid,
             public_key=public,
@@ -81,26 +88,35 @@ async def ensure_signing_key(ctx: ServiceContext) -> str:
             now=ctx.now(),
         )
         await uow.commit()
-    return kid
+    return kid if added else await _winner(ctx)
+
+
+async def _winner(ctx: ServiceContext) -> str:
+    """The live key another process added while this one tried to."""
+    active = await _active_kid(ctx)
+    if active is None:  # the one live key cannot vanish but by a rotation's own insert
+        raise RuntimeError("no live signing key after another process added one")
+    return active
 
 
 async def rotate_signing_key(ctx: ServiceContext) -> str:
     """Make a new key the active one and retire the others (their public halves stay
-    published, so what they signed still verifies). Returns the new key's id."""
+    published, so what they signed still verifies). Returns the new key's id; of two
+    rotations at once, one key stays live and both return it."""
     kid, public, private = _new_key()
     now = ctx.now()
     async with ctx.database.transaction() as uow:
-        await store.add_key(
+        await store.retire_keys_but(uow.connection, kid, now)
+        added = await store.add_key(
             uow.connection,
             kid=kid,
             public_key=public,
             private_key=ctx.keyring.encrypt(_raw_private(private)),
             now=now,
         )
-        await store.retire_keys_but(uow.connection, kid, now)
         await uow.commit()
     ctx.signing_key.clear()
-    return kid
+    return kid if added else await _winner(ctx)
 
 
 async def _signer(ctx: ServiceContext) -> _Active:

@@ -293,6 +293,7 @@ async def decide_by_link(
             revision=revision,
             digest=digest,
             subject=subject,
+            door="link",
         )
     except SignoffError as error:
         # Changed after the claim (a new revision, a move, a cancellation): give it back,

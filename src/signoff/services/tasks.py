@@ -16,6 +16,7 @@ from typing import Any
 
 from signoff.domain.change_requests import change_request, checked_fields
 from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
+from signoff.domain.doors import recorded_door
 from signoff.domain.params import decode_token
 from signoff.domain.states import (
     Action,
@@ -86,6 +87,7 @@ async def resolve(
     decision: Decision,
     notes: object,
     resolution_payload: Any,
+    door: str,
     operator_id: str | None = None,
     revision: int | None = None,
     digest: str | None = None,
@@ -95,7 +97,9 @@ async def resolve(
 ) -> Task:
     """Record the decision under a live lease: after a lapse the holder renews first.
 
-    Every door decides through here, under the decision rules
+    Every door decides through here and names itself (``door``, one of
+    :data:`signoff.domain.doors.DOORS`: recorded in the decision's audit event, and so
+    in its receipt), under the decision rules
     (:mod:`signoff.domain.decisions`): the notes the decision needs and their one limit
     (and the fields a change request names, with their reasons; an edit of the subject
     against what its producer declared ``editable``) are checked before anything is
@@ -144,6 +148,7 @@ async def resolve(
             change_request=feedback,
             edit=edit,
             remember_seconds=remember,
+            door=recorded_door(door),
         ),
     )
     if isinstance(outcome, Task):

@@ -40,6 +40,7 @@ from signoff.domain.ballots import (
 )
 from signoff.domain.change_requests import change_request
 from signoff.domain.decisions import checked_notes, require_made_by_people, rule_for
+from signoff.domain.doors import recorded_door
 from signoff.domain.rule_reach import merge_voters, unmeetable
 from signoff.domain.states import Action, Decision, Role, TaskStatus, Transition, transition
 from signoff.domain.tasks import (
@@ -70,7 +71,6 @@ from signoff.store import votes as store
 from signoff.store.runtime.database import UnitOfWork
 from signoff.store.writes import Edit
 
-DOORS = ("api", "console", "link", "slack")
 ADMIN = frozenset({Role.ADMIN})
 
 
@@ -165,7 +165,7 @@ async def vote(
             digest=task.digest,
             stage=before.stage,
             at=now,
-            door=door if door in DOORS else "api",
+            door=recorded_door(door),
         )
         if not await store.insert_vote(uow.connection, task.id, cast):
             raise already_voted(principal.principal_id)
@@ -173,7 +173,8 @@ async def vote(
         after = progress(rule, votes)
         done = receipt(rule, before, after, cast)
         task = await _write_votes(uow, step, task, votes, now)
-        details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
+        details: dict[str, Any] = {"vote": cast.public(), "progress": after.as_json()}
+        details |= {"effect": done.as_json(), "door": cast.door}  # its receipt states the door
         await record_transition(uow, step, task, principal, now, details)
         if after.outcome is not None:
             task = await _decide(uow, ctx, task, principal, cast, after, now)
@@ -216,7 +217,7 @@ async def _edit_vote(
         voter=principal.principal_id, key_id=str(principal.key_id),
         groups=tuple(principal.groups), decision=Decision.APPROVED, notes=vote["notes"],
         revision=edit.revision, digest=edit.digest, stage=before.stage, at=now,
-        door=vote["door"] if vote["door"] in DOORS else "api",
+        door=recorded_door(vote["door"]),
     )  # fmt: skip
     if not await store.insert_vote(uow.connection, task.id, cast):
         raise already_voted(principal.principal_id)
@@ -224,7 +225,8 @@ async def _edit_vote(
     done = receipt(rule, before, after, cast)
     task = await _write_votes(uow, step, task, [cast], now)
     details = {"vote": cast.public(), "progress": after.as_json(), "effect": done.as_json()}
-    await record_transition(uow, step, task, principal, now, details | {"edit": revised})
+    details |= {"door": cast.door, "edit": revised}
+    await record_transition(uow, step, task, principal, now, details)
     if after.outcome is not None:
         task = await _decide(uow, ctx, task, principal, cast, after, now)
     elif after.stage != before.stage:
@@ -309,6 +311,7 @@ async def _decide(
     details: dict[str, Any] = {
         "decision": decision.value,
         "decided_by_votes": True,
+        "door": deciding.door,
         "votes": [v.public() for v in votes_from_json(decided.votes)],
     }
     if decided.has_subject:

@@ -1,8 +1,8 @@
 """Chat doors' rows: the cards posted for tasks and the chat user behind each action.
 
 Statements, by name: :func:`record_card` (a card posted or redrawn),
-:func:`cards_of_task`, :func:`card_at` (the card a message shows), :func:`record_action`,
-:func:`decided_through` (whether a task's decision was made through a chat door).
+:func:`cards_of_task`, :func:`card_at` (the card a message shows), :func:`record_action`
+(the chat user behind a decision; the door of a decision is in its audit event).
 """
 
 from __future__ import annotations
@@ -75,33 +75,3 @@ async def card_at(conn: AsyncConnection, door: str, channel: str, ts: str) -> di
 
 async def record_action(conn: AsyncConnection, **values: Any) -> None:
     await conn.execute(insert(chat_actions).values(**values))
-
-
-async def decided_through(
-    conn: AsyncConnection,
-    door: str,
-    task_id: uuid.UUID,
-    *,
-    principal_id: str,
-    decision: str,
-    revision: int | None,
-    since: datetime,
-) -> bool:
-    """Whether ``principal_id``'s decision on the task (``decision`` on ``revision``, made
-    at ``since`` or later) was recorded through ``door``."""
-    row = (
-        await conn.execute(
-            select(A.id)
-            .where(
-                A.door == door,
-                A.task_id == task_id,
-                A.principal_id == principal_id,
-                A.decision == decision,
-                A.revision.is_(None) if revision is None else A.revision == revision,
-                A.outcome == RECORDED,
-                A.created_at >= since,
-            )
-            .limit(1)
-        )
-    ).first()
-    return row is not None

@@ -35,12 +35,18 @@ async def all_keys(conn: AsyncConnection) -> Sequence[Any]:
 
 async def add_key(
     conn: AsyncConnection, *, kid: str, public_key: str, private_key: str, now: datetime
-) -> None:
-    await conn.execute(
-        insert(signing_keys).values(
-            kid=kid, public_key=public_key, private_key=private_key, created_at=now
-        )
+) -> bool:
+    """Add ``kid`` as the active key, unless a live key is already there (the database
+    holds at most one, ``uq_signing_keys_active``): then nothing is added (False), and
+    the winner is the one to read."""
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    added = await conn.execute(
+        dialect_insert(signing_keys)
+        .values(kid=kid, public_key=public_key, private_key=private_key, created_at=now)
+        .on_conflict_do_nothing()
+        .returning(K.kid)
     )
+    return added.first() is not None
 
 
 async def retire_keys_but(conn: AsyncConnection, kid: str, now: datetime) -> None:

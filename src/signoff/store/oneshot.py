@@ -411,9 +411,10 @@ def _resolve() -> Statement:
     )
     ttl = "COALESCE(approval_ttl_seconds, :default_ttl::int)"
     details = (
-        "(CASE WHEN u.current_revision IS NULL THEN json_build_object('decision', u.decision)"
-        " ELSE json_build_object('decision', u.decision, 'revision', u.current_revision,"
-        " 'digest', u.digest) END)::text"
+        "(CASE WHEN u.current_revision IS NULL"
+        " THEN json_build_object('decision', u.decision, 'door', :door::text)"
+        " ELSE json_build_object('decision', u.decision, 'door', :door::text,"
+        " 'revision', u.current_revision, 'digest', u.digest) END)::text"
     )
     return statement(
         "resolve",

@@ -12,7 +12,7 @@ from sqlalchemy import Boolean, bindparam, case, insert, literal_column, null, s
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.clock import rfc3339
-from signoff.domain.states import Transition
+from signoff.domain.states import Action, Transition
 from signoff.domain.tasks import Principal, Task, task_view
 from signoff.store.protocols import Unit
 from signoff.store.tables import (
@@ -23,6 +23,7 @@ from signoff.store.tables import (
 )
 
 _ANY_ENABLED_ENDPOINT = literal_column(ANY_ENABLED_ENDPOINT_SQL, Boolean)
+_RESOLVE = Action.RESOLVE.value
 
 
 async def append_audit_event(
@@ -157,3 +158,19 @@ async def audit_events_for_task(
         }
         for row in rows
     ]
+
+
+async def decision_door(conn: AsyncConnection, task_id: uuid.UUID) -> str | None:
+    """The door the task's latest single-person decision came through, as its audit event
+    records it; ``None``: no such decision, or one recorded without its door."""
+    row = (
+        await conn.execute(
+            select(task_events.c.details)
+            .where(task_events.c.task_id == task_id, task_events.c.action == _RESOLVE)
+            .order_by(task_events.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    details = row.details if row is not None else None
+    door = details.get("door") if isinstance(details, dict) else None
+    return door if isinstance(door, str) else None

@@ -1,5 +1,6 @@
 // The README loop, the execution gate race, a 2-of-3 vote and catch-up, against a real server.
 import assert from "node:assert/strict";
+import { createPublicKey, verify } from "node:crypto";
 import { test } from "node:test";
 import {
   AlreadyExecuting, AlreadyVoted, ApprovalNotValid, IdempotencyKeyReused, isTimedOut, type Task,
@@ -30,6 +31,23 @@ test("the README loop: escalate, a person decides, the agent runs exactly what w
   const decided = await waiting;
   assert.equal(decided.decision, "APPROVED");
   assert.equal(isTimedOut(decided), false);
+
+  // The trail as signed receipts, chained, each verifying with a published key; the
+  // decision names the door it came through.
+  const receipts = await agent.receipts(task.id);
+  const keys = await agent.signingKeys();
+  assert.equal(receipts.at(-1)?.type, "task.resolved");
+  for (const [i, item] of receipts.entries()) {
+    if (i > 0) assert.equal(item.prev_hash, receipts[i - 1]!.hash);
+    const [head, body, signature] = item.receipt!.split(".");
+    const { kid } = JSON.parse(Buffer.from(head!, "base64url").toString()) as { kid: string };
+    const jwk = keys.keys.find((k) => k["kid"] === kid);
+    assert.ok(jwk, `key ${kid} is published`);
+    const key = createPublicKey({ key: jwk, format: "jwk" });
+    assert.ok(verify(null, Buffer.from(`${head}.${body}`), key, Buffer.from(signature!, "base64url")));
+  }
+  const stated = JSON.parse(Buffer.from(receipts.at(-1)!.receipt!.split(".")[1]!, "base64url").toString());
+  assert.equal(stated.who.door, "api");
 
   // Something else than what was approved does not pass the gate.
   await assert.rejects(agent.beginExecution(task.id, { subject: { ...article, title: "Rates cut" }, operationId: `${slug}-x` }),

@@ -183,6 +183,7 @@ async def resolve(
         fields=[f.model_dump() for f in body.fields] if body.fields else None,
         subject=body.subject,
         remember_seconds=body.remember_seconds,
+        door="api",
     )
     receipt = await evidence.latest_receipt(context, task.id)
     headers = {RECEIPT_HEADER: receipt} if receipt else None

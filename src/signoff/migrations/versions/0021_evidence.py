@@ -95,6 +95,14 @@ def upgrade() -> None:
         sa.Column("retired_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("kid", name=op.f("pk_signing_keys")),
     )
+    op.create_index(
+        "uq_signing_keys_active",
+        "signing_keys",
+        [sa.text("(retired_at IS NULL)")],
+        unique=True,
+        postgresql_where=sa.text("retired_at IS NULL"),
+        sqlite_where=sa.text("retired_at IS NULL"),
+    )
     op.create_table(
         "receipts",
         sa.Column("record_id", sa.BigInteger(), nullable=False),
@@ -148,6 +156,7 @@ def downgrade() -> None:
     op.drop_table("checkpoints")
     op.drop_index("ix_receipts_task_id", table_name="receipts")
     op.drop_table("receipts")
+    op.drop_index("uq_signing_keys_active", table_name="signing_keys")
     op.drop_table("signing_keys")
     with op.batch_alter_table("task_events") as batch:
         batch.drop_column("hash")

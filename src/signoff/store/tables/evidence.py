@@ -3,7 +3,18 @@ signed checkpoints over them (the chain link itself is on ``task_events``)."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Integer, String, Table, Text, Uuid
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    Uuid,
+    text,
+)
 
 from signoff.store.tables.columns import JsonText, UtcDateTime, metadata
 
@@ -17,6 +28,14 @@ signing_keys = Table(
     Column("private_key", Text),
     Column("created_at", UtcDateTime, nullable=False),
     Column("retired_at", UtcDateTime),
+    # At most one live key: two processes starting at once cannot both make one.
+    Index(
+        "uq_signing_keys_active",
+        text("(retired_at IS NULL)"),
+        unique=True,
+        postgresql_where=text("retired_at IS NULL"),
+        sqlite_where=text("retired_at IS NULL"),
+    ),
 )
 
 #: One compact JWS per trail record.

@@ -112,6 +112,9 @@ class Resolution:
     change_request: dict[str, Any] | None = None
     """The feedback kept on the task (a decision that asks for changes), else ``None``:
     every decision replaces the one before."""
+    door: str = "api"
+    """The door the decision came through (:data:`signoff.domain.doors.DOORS`), recorded
+    in the details of its audit event."""
 
 
 @dataclass(frozen=True)

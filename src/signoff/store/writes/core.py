@@ -288,7 +288,7 @@ async def resolve(
                 expires_at = now + timedelta(seconds=ttl)
                 await approval_store.set_approval_expiry(uow.connection, task.id, expires_at)
                 task = replace(task, approval_expires_at=expires_at)
-        details: dict[str, Any] = {"decision": decision.value}
+        details: dict[str, Any] = {"decision": decision.value, "door": resolution.door}
         if task.has_subject:
             details |= {"revision": task.current_revision, "digest": task.digest}
         if resolution.remember_seconds is not None and task.approved_digest is not None:

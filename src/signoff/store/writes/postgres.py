@@ -132,6 +132,7 @@ class PostgresWrites(TaskWrites):
                 "default_ttl": resolution.approval_ttl_seconds,
                 "revision": resolution.revision,
                 "digest": resolution.digest,
+                "door": resolution.door,
             },
         )
         if record is not None:
