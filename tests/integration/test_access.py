@@ -205,6 +205,9 @@ def test_openapi_documents_every_endpoint_body_and_error(server: LiveServer) -> 
         "operator_id",
         "revision",
         "digest",
+        "fields",
+        "subject",
+        "remember_seconds",
     }
 
 

@@ -1251,6 +1251,11 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+            /**
+             * Receipt
+             * @description The signed receipt (compact JWS, EdDSA) of the trail record this event reports; keys at /.well-known/jwks.json
+             */
+            receipt?: string | null;
         };
         /** EventPageOut */
         EventPageOut: {
@@ -4677,32 +4682,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
-                };
-            };
-            /** @description Missing, unknown or revoked API key: ERR_UNAUTHENTICATED */
-            401: {
-                headers: {
-                    /** @description `Bearer realm="signoff"`: send an API key. */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "urn:signoff:problem:ERR_UNAUTHENTICATED",
-                     *       "title": "Unauthenticated",
-                     *       "status": 401,
-                     *       "detail": "why this request was refused (ERR_UNAUTHENTICATED)",
-                     *       "error_code": "ERR_UNAUTHENTICATED",
-                     *       "message": "why this request was refused (ERR_UNAUTHENTICATED)"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"] & {
-                        /** @enum {string} */
-                        error_code?: "ERR_UNAUTHENTICATED";
-                        /** @enum {integer} */
-                        status?: 401;
-                    };
                 };
             };
             /** @description The database is not available; retry: ERR_NOT_READY */

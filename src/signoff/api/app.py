@@ -35,7 +35,8 @@ DESCRIPTION = """\
 Signoff sits between machines and people: producers escalate work with context proof,
 reviewers claim it under a lease and decide, and the decision flows back to the source.
 
-Authenticate with `Authorization: Bearer <API key>` everywhere except `/healthz`.
+Authenticate with `Authorization: Bearer <API key>` everywhere except `/healthz` and
+the public keys at `/.well-known/jwks.json`.
 Errors are RFC 9457 problem details (`application/problem+json`) with a stable
 `error_code`.
 """

@@ -30,7 +30,7 @@ BEARER = "bearerAuth"
 PROBLEM_JSON = "application/problem+json"
 
 #: Operations that need no API key. ``POST /r/{token}`` takes one optionally (JSON mode).
-PUBLIC = {"GET /healthz", "GET /r/{token}"}
+PUBLIC = {"GET /healthz", "GET /r/{token}", "GET /.well-known/jwks.json"}
 OPTIONAL_KEY = {"POST /r/{token}"}
 #: Operations that never touch the database.
 NO_DATABASE = {"GET /healthz"}

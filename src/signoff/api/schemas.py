@@ -292,6 +292,11 @@ class EventOut(BaseModel):
     type: str
     created_at: str
     data: dict[str, Any]
+    receipt: str | None = Field(
+        default=None,
+        description="The signed receipt (compact JWS, EdDSA) of the trail record this event "
+        "reports; keys at /.well-known/jwks.json",
+    )
 
 
 class EventPageOut(BaseModel):

@@ -17,6 +17,7 @@ from signoff.domain.states import Role
 from signoff.domain.tasks import Principal, require_role
 from signoff.errors import FieldError, Gone, validation_error
 from signoff.metrics import CATCHUP_HELD_BACK, CATCHUP_HELD_EVENTS
+from signoff.services import evidence
 from signoff.services.context import ServiceContext
 from signoff.store import catchup as store
 
@@ -103,8 +104,11 @@ async def events_since(
             raise _foreign() from None
     if removed_to is not None and (after is None or after.before(removed_to)):
         raise _expired(encode_cursor(removed_to))
-    last = encode_cursor(rows[-1][0]) if rows else cursor
-    return EventPage(events=[payload for _, payload in rows], cursor=last, more=len(rows) == limit)
+    last = encode_cursor(rows[-1].position) if rows else cursor
+    events = await evidence.with_receipts(
+        ctx, [(row.record_id, row.receipt, row.payload) for row in rows]
+    )
+    return EventPage(events=events, cursor=last, more=len(rows) == limit)
 
 
 async def watch_held_back(ctx: ServiceContext) -> store.HeldBack | None:

@@ -66,9 +66,9 @@ async def fan_out(ctx: ServiceContext, door: str, route: Route) -> int:
         events = await catchup.events_after(conn, producer_id=None, after=position, limit=BATCH)
         if not events:
             return 0
-        for _, payload in events:
-            await _deliveries_for(conn, door, route, payload, now)
-        await store.save_cursor(conn, door, events[-1][0], exists=True, now=now)
+        for event in events:
+            await _deliveries_for(conn, door, route, event.payload, now)
+        await store.save_cursor(conn, door, events[-1].position, exists=True, now=now)
         await uow.commit()
     return len(events)
 

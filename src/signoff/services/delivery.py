@@ -95,17 +95,11 @@ async def claim_deliveries(ctx: ServiceContext, *, owner: str, limit: int) -> Ro
 async def _with_receipts(
     ctx: ServiceContext, claimed: list[ClaimedDelivery]
 ) -> list[ClaimedDelivery]:
-    """Each event's body carries the receipt of the trail record it reports (signed now
-    when it had none yet): ``{"id", "type", "created_at", "data", "receipt"}``."""
-    missing = [d.record_id for d in claimed if d.record_id is not None and d.receipt is None]
-    signed = await evidence.sign_records(ctx, missing) if missing else {}
-    out = []
-    for delivery in claimed:
-        receipt = delivery.receipt or signed.get(delivery.record_id or 0)
-        if receipt is not None:
-            delivery = replace(delivery, payload={**delivery.payload, "receipt": receipt})
-        out.append(delivery)
-    return out
+    """Each event's body carries the receipt of the trail record it reports."""
+    documents = await evidence.with_receipts(
+        ctx, [(d.record_id, d.receipt, d.payload) for d in claimed]
+    )
+    return [replace(d, payload=body) for d, body in zip(claimed, documents, strict=True)]
 
 
 #: How long a delivery whose secret this process cannot decrypt waits before another try.

@@ -10,6 +10,7 @@ checkpoint worker for any record still unsigned before it certifies a range.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -168,6 +169,21 @@ async def sign_pending(ctx: ServiceContext, *, task_id: uuid.UUID | None = None)
         if batch < store.SIGN_BATCH:
             break
     return total
+
+
+async def with_receipts(
+    ctx: ServiceContext, events: Sequence[tuple[int | None, str | None, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Event documents (webhook bodies, catch-up events) with the receipt of the trail
+    record each reports, signed now where it had none yet: ``{"id", "type", "created_at",
+    "data", "receipt"}``. Each event is given as (record id, its receipt, its document)."""
+    missing = [record for record, receipt, _ in events if record is not None and receipt is None]
+    signed = await sign_records(ctx, missing) if missing else {}
+    out = []
+    for record, receipt, document in events:
+        receipt = receipt or signed.get(record or 0)
+        out.append({**document, "receipt": receipt} if receipt is not None else document)
+    return out
 
 
 async def sign_records(ctx: ServiceContext, record_ids: list[int]) -> dict[int, str]:

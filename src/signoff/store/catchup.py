@@ -35,6 +35,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.store.delivery_retention import PURGE_EVENTS
+from signoff.store.evidence import REPORTED_RECEIPT, REPORTED_RECORD
 from signoff.store.tables import catchup_horizons, outbox_events, review_tasks
 
 O = outbox_events.c  # noqa: E741
@@ -69,19 +70,30 @@ class Position:
         return self._key() < other._key()
 
 
+@dataclass(frozen=True)
+class FeedEvent:
+    """An outbox event as the feed reads it: where it is, its payload (the webhook body
+    without the receipt), the trail record it reports and that record's receipt if signed."""
+
+    position: Position
+    payload: dict[str, Any]
+    record_id: int | None
+    receipt: str | None
+
+
 async def events_after(
     conn: AsyncConnection, *, producer_id: str | None, after: Position | None, limit: int
-) -> list[tuple[Position, dict[str, Any]]]:
+) -> list[FeedEvent]:
     """Up to ``limit`` outbox events about ``producer_id``'s tasks (``None``: every
-    producer's, for the chat doors' cards) after ``after``, oldest first, each with its
-    position and its payload (the webhook body)."""
+    producer's, for the chat doors' cards) after ``after``, oldest first."""
     if (after is not None) and ((after.created_at is None) == (conn.dialect.name == "postgresql")):
         raise ForeignCursor(conn.dialect.name)
     mine = T.producer_id == producer_id if producer_id is not None else true()
     joined = outbox_events.join(review_tasks, T.id == O.task_id)
+    reported = (O.payload, REPORTED_RECORD.label("record_id"), REPORTED_RECEIPT.label("receipt"))
     if conn.dialect.name == "postgresql":
         statement = (
-            select(O.commit_xid, O.created_at, O.id, O.payload)
+            select(O.commit_xid, O.created_at, O.id, *reported)
             .select_from(joined)
             .where(mine, O.commit_xid < _SETTLED_BELOW)
         )
@@ -96,13 +108,13 @@ async def events_after(
             )
         statement = statement.order_by(O.commit_xid, O.created_at, O.id).limit(limit)
         rows = await conn.execute(statement)
-        return [(Position(r[0], r[1], r[2]), r[3]) for r in rows]
+        return [FeedEvent(Position(r[0], r[1], r[2]), r[3], r[4], r[5]) for r in rows]
     rowid = literal_column("outbox_events.rowid", Integer)
-    statement = select(rowid, O.payload).select_from(joined).where(mine)
+    statement = select(rowid, *reported).select_from(joined).where(mine)
     if after is not None:
         statement = statement.where(rowid > after.order)
     rows = await conn.execute(statement.order_by(rowid).limit(limit))
-    return [(Position(r[0]), r[1]) for r in rows]
+    return [FeedEvent(Position(r[0]), r[1], r[2], r[3]) for r in rows]
 
 
 async def last_position(conn: AsyncConnection) -> Position | None:

@@ -49,13 +49,12 @@ from signoff.domain.webhooks import (
 )
 from signoff.store import lite
 from signoff.store.batch import picked
+from signoff.store.evidence import REPORTED_RECEIPT, REPORTED_RECORD
 from signoff.store.runtime.database import Database
 from signoff.store.tables import (
     delivery_attempts,
     outbox_events,
-    receipts,
     review_tasks,
-    task_events,
     webhook_deliveries,
     webhook_endpoints,
 )
@@ -293,21 +292,6 @@ def claim_statement(*, owner: str, now: datetime, leased_until: datetime, limit:
     )
 
 
-#: The trail record an outbox event reports: the task's newest record of the event's type
-#: at the event's task version (a subquery, so one delivery stays one row).
-_REPORTED = (
-    select(task_events.c.id)
-    .where(
-        task_events.c.task_id == O.task_id,
-        task_events.c.version == O.task_version,
-        task_events.c.event_type == O.event_type,
-    )
-    .order_by(task_events.c.id.desc())
-    .limit(1)
-    .scalar_subquery()
-)
-
-
 async def claim_due_deliveries(
     conn: AsyncConnection, *, owner: str, now: datetime, leased_until: datetime, limit: int
 ) -> list[ClaimedDelivery]:
@@ -332,11 +316,8 @@ async def claim_due_deliveries(
             O.id.label("event_id"),
             O.payload,
             review_tasks.c.traceparent,
-            _REPORTED.label("record_id"),
-            select(receipts.c.jws)
-            .where(receipts.c.record_id == _REPORTED)
-            .scalar_subquery()
-            .label("receipt"),
+            REPORTED_RECORD.label("record_id"),
+            REPORTED_RECEIPT.label("receipt"),
         )
         .join(webhook_endpoints, E.id == D.endpoint_id)
         .join(outbox_events, O.id == D.event_id)

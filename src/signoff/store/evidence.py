@@ -13,7 +13,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from signoff.domain.evidence import TrailRecord, leaf, time_text
-from signoff.store.tables import checkpoints, receipts, review_tasks, signing_keys, task_events
+from signoff.store.tables import (
+    checkpoints,
+    outbox_events,
+    receipts,
+    review_tasks,
+    signing_keys,
+    task_events,
+)
 
 #: How many records one signing transaction takes at most.
 SIGN_BATCH = 500
@@ -25,6 +32,24 @@ C = checkpoints.c
 
 
 # --- keys --------------------------------------------------------------------------------
+
+
+#: The trail record an outbox event reports (the newest of its task, version and type).
+REPORTED_RECORD = (
+    select(task_events.c.id)
+    .where(
+        task_events.c.task_id == outbox_events.c.task_id,
+        task_events.c.version == outbox_events.c.task_version,
+        task_events.c.event_type == outbox_events.c.event_type,
+    )
+    .order_by(task_events.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+#: That record's receipt, when one was signed.
+REPORTED_RECEIPT = (
+    select(receipts.c.jws).where(receipts.c.record_id == REPORTED_RECORD).scalar_subquery()
+)
 
 
 async def all_keys(conn: AsyncConnection) -> Sequence[Any]:
