@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,12 @@ class Served:
             self.lines.append(raw.decode(errors="replace"))
 
     def events(self, name: str) -> list[dict[str, Any]]:
+        """The log's ``name`` events, once one has come through the pipe (the server
+        may write its log line after the answer it gave)."""
+        for _ in range(200):
+            if any(f'"{name}"' in line for line in list(self.lines)):
+                break
+            time.sleep(0.05)
         found = []
         for line in list(self.lines):
             if line.startswith("{") and f'"{name}"' in line:
