@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import signoff.console
 from signoff.client import _models as sdk_models
 from signoff.domain.decisions import (
     DECISION_RULES,
@@ -44,6 +45,15 @@ def test_rows_are_consistent_with_themselves() -> None:
     shortcuts = [rule.shortcut for rule in DECISION_RULES.values()]
     assert len(set(shortcuts)) == len(shortcuts)
     assert all(re.fullmatch(r"[a-z]", key) for key in shortcuts)
+    # The console's own keys (claim, extend the lease, next…) are never a decision's.
+    templates = Path(signoff.console.__file__).parent / "templates"
+    own = {
+        key
+        for page in templates.glob("*.html")
+        for key in re.findall(r'data-key="([a-z])"', page.read_text(encoding="utf-8"))
+    } | {"j", "k"}
+    assert own >= {"c", "e"}
+    assert not own & set(shortcuts), own & set(shortcuts)
     for rule in DECISION_RULES.values():
         # The gate goes on to check an approval, and refuses everything else by name.
         assert rule.grants_approval is (rule.execution_refusal is None)

@@ -98,10 +98,13 @@ def editing_then_approving(served: Served, signed_in: Any) -> None:
     expect(title).to_have_value("Quarterly results")
     expect(edits.get_by_label("/body")).to_have_count(0)  # not the producer's to give
     assert axe_violations(dan) == []
-    title.fill("Q3 results")
     dan.get_by_label("Open the next task after deciding").uncheck()
-    dan.get_by_role("button", name="Edit and approve").click()
-    dan.get_by_role("button", name="Confirm").click()
+    title.fill("Q3 results")
+    # By keyboard: leave the field, the edit's own key, Enter confirms.
+    dan.keyboard.press("Escape")
+    dan.keyboard.press("d")
+    expect(dan.locator("#confirm-text")).to_contain_text("Edit and approve")
+    dan.keyboard.press("Enter")
     expect(dan.get_by_text("Decision recorded: APPROVED_WITH_EDITS.")).to_be_visible()
     with served.api(producer) as api:
         task = api.get(f"/tasks/{task_id}").json()

@@ -96,9 +96,9 @@
       }
       return;
     }
-    if ("ncarve".indexOf(key) >= 0 && key.length === 1) {
-      if (pressKey(key)) event.preventDefault();
-    }
+    // Any other letter presses the visible button that names it (data-key): the page
+    // carries the keys, from the decision table and its own buttons.
+    if (/^[a-z]$/.test(key) && pressKey(key)) event.preventDefault();
   });
 
   document.addEventListener("click", function (event) {
