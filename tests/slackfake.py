@@ -83,6 +83,10 @@ class SlackFake:
         with self._changed:
             return [c for c in self.calls if c.method == method]
 
+    def opened(self) -> list[dict[str, Any]]:
+        """The views ``views.open`` opened, as Slack answered them (with their ids)."""
+        return [dict(c.answer["view"]) for c in self.called("views.open") if c.answer.get("ok")]
+
     def wait_for(
         self, method: str, predicate: Callable[[Call], bool] = lambda c: True, count: int = 1
     ) -> list[Call]:
@@ -140,6 +144,8 @@ class SlackFake:
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": f"{time.time():.6f}"}
         if method == "views.open":
+            if not params.get("trigger_id") or not isinstance(params.get("view"), dict):
+                return {"ok": False, "error": "invalid_arguments"}
             return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8], **params["view"]}}
         if method == "conversations.open":
             return {"ok": True, "channel": {"id": "D" + str(params.get("users"))}}
@@ -266,17 +272,48 @@ def block_action(
     }
 
 
-def view_submission(user: str, view: dict[str, Any], notes: str | None) -> dict[str, Any]:
-    """A ``view_submission`` payload: ``user`` submitted ``view`` (as opened) with notes."""
+def view_submission(
+    user: str,
+    view: dict[str, Any],
+    notes: str | None = None,
+    edits: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """A ``view_submission`` payload as Slack posts it: ``user`` submitted ``view`` (as
+    ``views.open`` answered it, or as it was opened). ``view.state.values`` holds every
+    input of the view, ``{block_id: {action_id: {"type", "value"}}}``: the ``notes``
+    input holds ``notes``, any other the value ``edits`` gives its block, else its
+    ``initial_value`` (what Slack sends for an input left as it was prefilled; ``None``,
+    Slack's emptied input). A block named in ``edits`` that the view lacks is sent too
+    (a forged form)."""
+    typed = dict(edits or {})
+    values: dict[str, Any] = {}
+    for block in view.get("blocks") or []:
+        if block.get("type") != "input":
+            continue
+        element, block_id = block["element"], block["block_id"]
+        value = notes if block_id == "notes" else typed.pop(block_id, element.get("initial_value"))
+        values[block_id] = {element["action_id"]: {"type": element["type"], "value": value}}
+    for block_id, value in typed.items():
+        values[block_id] = {"value": {"type": "plain_text_input", "value": value}}
     return {
         "type": "view_submission",
-        "team": {"id": "TFAKE"},
-        "user": {"id": user},
+        "team": {"id": "TFAKE", "domain": "fake"},
+        "user": {"id": user, "team_id": "TFAKE"},
         "api_app_id": "AFAKE",
+        "token": "legacy-verification-token",
+        "trigger_id": "T-SUBMIT",
         "view": {
+            "id": view.get("id") or "VFAKE",
+            "team_id": "TFAKE",
+            "app_id": "AFAKE",
+            "hash": "1700000000.fake",
+            "previous_view_id": None,
+            "root_view_id": view.get("id") or "VFAKE",
             **view,
-            "state": {"values": {"notes": {"notes": {"type": "plain_text_input", "value": notes}}}},
+            "state": {"values": values},
         },
+        "response_urls": [],
+        "is_enterprise_install": False,
     }
 
 

@@ -17,10 +17,12 @@ from signoff.domain.chat_cards import (
     CardInput,
     card_blocks,
     decided_text,
+    edit_modal,
     fold,
     notes_modal,
 )
 from signoff.domain.decisions import DECISION_RULES, choices
+from signoff.domain.edits import edit_fields
 from signoff.domain.states import Decision
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -189,6 +191,60 @@ def test_the_notes_modal_holds_the_one_notes_limit_within_slack_s() -> None:
         assert modal["blocks"][0]["optional"] is (not DECISION_RULES[decision].notes_required)
         assert len(modal["title"]["text"]) <= LIMITS["modal_title"]
         assert json.loads(modal["private_metadata"])["decision"] == decision.value
+
+
+def test_edit_and_approve_is_offered_only_on_a_task_with_editable_fields() -> None:
+    def actions(**extra: Any) -> list[dict[str, Any]]:
+        card = card_blocks(
+            CardInput(view=view(**extra), task_url="u", button_value="v1.x.3.d.mac", now=NOW)
+        )
+        return list(card["blocks"][-1]["elements"])
+
+    assert "signoff_decide:APPROVED_WITH_EDITS" not in [b["action_id"] for b in actions()]
+    buttons = actions(editable=["/amount"])
+    edit = buttons[-1]
+    assert edit["action_id"] == "signoff_decide:APPROVED_WITH_EDITS"
+    assert edit["text"]["text"] == "Edit and approve"
+    assert edit["value"] == "v1.x.3.d.mac" == buttons[0]["value"]
+    assert "confirm" not in edit  # it opens the edit modal
+    no_subject = actions(editable=["/amount"], current_revision=None)
+    assert "signoff_decide:APPROVED_WITH_EDITS" not in [b["action_id"] for b in no_subject]
+
+
+def test_the_edit_modal_has_a_prefilled_input_per_field_or_is_not_drawn() -> None:
+    subject = {"amount": 100, "memo": "for March", "tags": ["a"], "empty": ""}
+    fields = edit_fields(["/amount", "/memo", "/tags", "/empty", "/missing"], subject)
+    modal = edit_modal(fields, "v1.x.3.d.mac", "C1 1.0", 3)
+    assert modal is not None
+    assert json.loads(modal["private_metadata"]) == {"value": "v1.x.3.d.mac", "where": "C1 1.0"}
+    assert len(modal["title"]["text"]) <= LIMITS["modal_title"]
+    inputs = [b for b in modal["blocks"] if b["type"] == "input"]
+    assert [b["block_id"] for b in inputs] == [
+        "edit:/amount",
+        "edit:/memo",
+        "edit:/tags",
+        "edit:/empty",
+        "edit:/missing",
+        "notes",
+    ]
+    prefilled = [b["element"].get("initial_value") for b in inputs[:-1]]
+    assert prefilled == ["100", "for March", '["a"]', None, "null"]
+    hints = [b["hint"]["text"] for b in inputs[:-1]]
+    assert hints[:3] == [
+        "Kind: a number",
+        "Kind: text, as written",
+        "Kind: a list, written as JSON",
+    ]
+    assert "any value" in hints[4]
+    assert all(b["element"]["max_length"] <= LIMITS["input_max_length"] for b in inputs)
+    assert "revision 4" in json.dumps(modal["blocks"][0])
+    # What a Slack modal cannot hold is not drawn (the task page edits it).
+    long = edit_fields(["/memo"], {"memo": "x" * (LIMITS["input_max_length"] + 1)})
+    assert edit_modal(long, "v", "C1 1.0", 1) is None
+    deep = "/" + "k" * 300
+    assert edit_modal(edit_fields([deep], {"k" * 300: 1}), "v", "C1 1.0", 1) is None
+    many = [f"/f{i}" for i in range(99)]
+    assert edit_modal(edit_fields(many, {f"f{i}": i for i in range(99)}), "v", "w", 1) is None
 
 
 def test_a_decided_card_names_the_decision_the_person_and_the_door_when_known() -> None:

@@ -1,5 +1,6 @@
-"""The Slack door: cards with Approve / Reject / Request revision buttons, on Slack's own
-framework (Bolt for Python, async) in both of Slack's transports — HTTP at
+"""The Slack door: cards with Approve / Reject / Request revision buttons (and, where the
+producer declared fields editable, Edit and approve: :mod:`signoff.chat.slack_edits`), on
+Slack's own framework (Bolt for Python, async) in both of Slack's transports — HTTP at
 ``POST /slack/events`` (every request verified with the signing secret, none older than
 five minutes) and Socket Mode (an outbound WebSocket opened with the app token).
 
@@ -31,7 +32,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.responses import JSONResponse, Response
 
 from signoff.bodies import read_bounded_body
-from signoff.domain.chat_cards import ACTION_PREFIX, NOTES_MODAL, notes_modal
+from signoff.chat import slack_edits
+from signoff.domain.chat_cards import ACTION_PREFIX, EDIT_MODAL, NOTES_MODAL, notes_modal
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import Decision
 from signoff.domain.tasks import Task
@@ -83,6 +85,7 @@ class SlackDoor:
         )
         self.app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(self._on_button)
         self.app.view(NOTES_MODAL)(self._on_notes)
+        self.app.view(EDIT_MODAL)(self._on_edit)
         self.handler = AsyncSlackRequestHandler(self.app)
         self._socket: Any = None
         self._wake = asyncio.Event()
@@ -336,6 +339,10 @@ class SlackDoor:
             if user and channel:
                 await self._tell_quietly(channel, user, f"Nothing was decided: {text}.")
             return
+        if rule_for(decision).edits_subject:  # the edit modal, for the card's revision
+            value, trigger = str(action["value"]), str(body.get("trigger_id") or "")
+            await slack_edits.open_edit(self, user, (channel, ts), bound, value, trigger)
+            return
         if rule_for(decision).notes_required:
             value = str(action["value"])
             modal = notes_modal(decision, value, f"{channel} {ts}")
@@ -375,6 +382,9 @@ class SlackDoor:
             return
         await ack()
         await self._done(user, channel, ts, done)
+
+    async def _on_edit(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        await slack_edits.submitted(self, ack, body, view)
 
     async def _decide(
         self,

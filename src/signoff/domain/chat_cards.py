@@ -9,7 +9,9 @@ last posted; the AI recommendation labelled with the revision it was written for
 deadline; where an approval rule stands (the progress line every door shows); a link to
 the task page; and, while the task is in review, one button per decision the decision
 table offers (:func:`signoff.domain.decisions.choices`): a decision that needs no notes
-asks Slack's own confirm dialog, one that needs notes opens a modal.
+asks Slack's own confirm dialog, one that needs notes opens a modal, and "Edit and
+approve" (on a task whose producer declared fields ``editable``) opens a modal with one
+input per editable field (:func:`edit_modal`).
 
 Every text stays within Slack's limits (:data:`LIMITS`), and a card never has more
 blocks than a message may hold; ``tests/unit/test_chat_cards.py`` holds them.
@@ -53,6 +55,11 @@ MODAL_NOTES_MAX = min(NOTES_MAX_LENGTH, LIMITS["input_max_length"])
 ACTION_PREFIX = "signoff_decide:"
 #: The callback id of the notes modal.
 NOTES_MODAL = "signoff_notes"
+#: The callback id of the edit modal; its inputs' block ids are the forms' field names
+#: (:data:`signoff.domain.edits.PREFIX` and the JSON Pointer).
+EDIT_MODAL = "signoff_edit"
+#: Slack's limits on a modal: blocks, and characters of a block id and private metadata.
+MODAL_LIMITS = {"blocks": 100, "block_id": 255, "private_metadata": 3000}
 IN_REVIEW = frozenset({"PENDING_REVIEW", "CLAIMED"})
 
 
@@ -249,13 +256,17 @@ def _buttons(card: CardInput) -> list[dict[str, Any]]:
     if view.get("status") not in IN_REVIEW:
         return []
     elements = []
-    for rule in choices(has_subject=view.get("current_revision") is not None):
+    has_subject = view.get("current_revision") is not None
+    for rule in choices(has_subject=has_subject, editable=bool(view.get("editable"))):
         button: dict[str, Any] = {
             "type": "button",
             "action_id": ACTION_PREFIX + rule.decision.value,
             "text": {"type": "plain_text", "text": _clip(rule.label, LIMITS["button_text"])},
             "value": card.button_value,
         }
+        if rule.edits_subject:  # opens the edit modal (:func:`edit_modal`)
+            elements.append(button)
+            continue
         if rule.tone == "approve":
             button["style"] = "primary"
         elif rule.tone == "reject":
@@ -323,4 +334,91 @@ def notes_modal(decision: Decision, button_value: str, where: str) -> dict[str, 
                 },
             }
         ],
+    }
+
+
+#: What a field's kind is called in the modal's hint, and how its value is written.
+KIND_HINTS = {
+    "text": "text, as written",
+    "a number": "a number",
+    "a boolean": "true or false",
+    "a list": "a list, written as JSON",
+    "an object": "an object, written as JSON",
+    "null": "null, or any value written as JSON",
+    None: "not set yet: any value, written as JSON (else kept as text)",
+}
+
+
+def edit_modal(
+    fields: Sequence[Mapping[str, Any]], button_value: str, where: str, revision: int
+) -> dict[str, Any] | None:
+    """The "Edit and approve" modal: one input per editable field (``fields``, as
+    :func:`signoff.domain.edits.edit_fields` gives them) labelled with its pointer,
+    prefilled with its value and hinted with its kind, and optional notes. ``where`` (the
+    card's channel and message) comes back in ``private_metadata`` with the signed value.
+    ``None``: the fields do not fit in a Slack modal (a value longer than an input holds,
+    a pointer longer than a block id, too many fields)."""
+    rule = rule_for(Decision.APPROVED_WITH_EDITS)
+    metadata = json.dumps({"value": button_value, "where": where})
+    too_long = [
+        f
+        for f in fields
+        if len(str(f["value"])) > LIMITS["input_max_length"]
+        or len(str(f["name"])) > MODAL_LIMITS["block_id"]
+    ]
+    if too_long or len(fields) + 2 > MODAL_LIMITS["blocks"]:
+        return None
+    if len(metadata) > MODAL_LIMITS["private_metadata"]:
+        return None
+    intro = (
+        f"Revision {revision}: change what needs changing, then approve. The edit becomes "
+        "revision " + f"{revision + 1}, yours, and your approval is bound to it."
+    )
+    blocks: list[dict[str, Any]] = [_section(intro)]
+    for field in fields:
+        element: dict[str, Any] = {
+            "type": "plain_text_input",
+            "action_id": "value",
+            "multiline": bool(field.get("multiline")),
+            "max_length": LIMITS["input_max_length"],
+        }
+        if field["value"] != "":
+            element["initial_value"] = str(field["value"])
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": str(field["name"]),
+                # An empty input is empty text (Slack sends no value for it).
+                "optional": True,
+                "label": {"type": "plain_text", "text": _clip(str(field["pointer"]), 2000)},
+                "hint": {
+                    "type": "plain_text",
+                    "text": _clip(f"Kind: {KIND_HINTS.get(field.get('kind'), 'JSON')}", 2000),
+                },
+                "element": element,
+            }
+        )
+    blocks.append(
+        {
+            "type": "input",
+            "block_id": "notes",
+            "optional": True,
+            "label": {"type": "plain_text", "text": "Notes"},
+            "hint": {"type": "plain_text", "text": _clip(rule.notes_hint, 2000)},
+            "element": {
+                "type": "plain_text_input",
+                "action_id": "notes",
+                "multiline": True,
+                "max_length": MODAL_NOTES_MAX,
+            },
+        }
+    )
+    return {
+        "type": "modal",
+        "callback_id": EDIT_MODAL,
+        "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": _clip(rule.label, LIMITS["modal_title"])},
+        "submit": {"type": "plain_text", "text": "Approve the edit"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
     }

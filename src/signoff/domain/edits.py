@@ -40,11 +40,7 @@ def checked_edit(
         raise validation_error([FieldError("subject", "must be the edited subject (an object)")])
     parse_subject_fields({"subject": edited}, allow_policy=False)
     if not editable:
-        raise Unprocessable(
-            "this task declares nothing editable: approve it, or ask for changes",
-            error_code=ErrorCode.NOT_EDITABLE,
-            errors=[FieldError("subject", "nothing is editable on this task")],
-        )
+        raise nothing_editable()
     paths = changed_paths(previous, edited)
     if not paths:
         raise validation_error(
@@ -64,6 +60,15 @@ def checked_edit(
             [FieldError(f"subject{p}", f"must stay {_kind(_at(previous, p))}") for p in retyped]
         )
     return paths
+
+
+def nothing_editable() -> Unprocessable:
+    """``ERR_NOT_EDITABLE``: the producer declared nothing editable on the task."""
+    return Unprocessable(
+        "this task declares nothing editable: approve it, or ask for changes",
+        error_code=ErrorCode.NOT_EDITABLE,
+        errors=[FieldError("subject", "nothing is editable on this task")],
+    )
 
 
 def _at(document: Any, pointer: str) -> Any:
@@ -101,7 +106,8 @@ PREFIX = "edit:"
 
 def edit_fields(editable: Sequence[str] | None, subject: Any) -> list[dict[str, Any]]:
     """Each editable path with its current value as text (text as it is, any other value
-    as JSON), for a form's inputs (the console's, the resume page's)."""
+    as JSON) and the kind an edit must keep (``None``: the path is absent, anything
+    goes), for a form's inputs (the console's, the resume page's, Slack's modal)."""
     if subject is None or not editable:
         return []
     fields = []
@@ -118,6 +124,7 @@ def edit_fields(editable: Sequence[str] | None, subject: Any) -> list[dict[str, 
                 "id": "edit-" + "-".join(p for p in pointer.split("/") if p),
                 "value": text,
                 "multiline": isinstance(value, str) and (len(value) > 80 or "\n" in value),
+                "kind": _kind(_at(subject, pointer)),
             }
         )
     return fields

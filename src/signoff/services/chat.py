@@ -4,8 +4,10 @@ buttons are bound to, and a decision asked for from a card.
 A chat door parses what its chat system sends, asks :func:`person_for` who the chat user
 is in Signoff, reads the card's signed value with :func:`read_button`, and decides through
 :func:`decide`, which calls the same service functions every other door calls (a vote on a
-task with an approval rule; otherwise a claim and a resolve, as a resume link does). It
-restates no rule: refusals come from those functions as they are.
+task with an approval rule; otherwise a claim and a resolve, as a resume link does). An
+edit, then approve, is read from an edit form (:func:`edit_form`) and decided the same way,
+the edited subject handed to those functions. It restates no rule: refusals come from
+those functions as they are.
 
 :class:`ChatChannel` is the seam a second chat system implements (docs/architecture.md).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,17 +26,20 @@ from signoff.crypto import form_mac
 from signoff.domain.chat_cards import CardInput, card_blocks, decided_text
 from signoff.domain.decisions import checked_notes, rule_for
 from signoff.domain.doors import door_words
-from signoff.domain.states import Decision, TaskStatus
+from signoff.domain.edits import edit_fields, edited_subject, nothing_editable
+from signoff.domain.states import ACTIVE_STATUSES, Decision, TaskStatus
 from signoff.domain.tasks import (
     Principal,
     Task,
+    can_read,
     decision_refusal,
     reviewing_elsewhere,
     task_view,
 )
-from signoff.errors import ErrorCode, Forbidden, SignoffError, task_not_found
+from signoff.errors import Conflict, ErrorCode, Forbidden, SignoffError, task_not_found
 from signoff.services import votes as vote_service
 from signoff.services.context import ServiceContext
+from signoff.services.edits import prepared_edit
 from signoff.services.leases import claim, release
 from signoff.services.tasks import resolve
 from signoff.store import approvals as approval_store
@@ -244,10 +250,14 @@ async def decide(
     bound: Bound,
     decision: Decision,
     notes: object,
+    edits: Mapping[str, str] | None = None,
 ) -> Decided:
     """``person`` decides (or votes on) the task a card's button was bound to, on the
     revision and digest the card showed, through the service functions every door uses.
-    Every request is recorded with the chat user behind the person.
+    Every request is recorded with the chat user behind the person. A decision that
+    edits the subject (``APPROVED_WITH_EDITS``) carries ``edits``: the edit form's
+    fields (``edit:<pointer>`` and the value as typed, :func:`edit_form`), set over the
+    revision the card showed as the console's and the resume page's forms are.
 
     Raises:
         SignoffError: whatever :func:`signoff.services.votes.vote`,
@@ -257,7 +267,8 @@ async def decide(
     """
     raw = str(bound.task_id)
     try:
-        outcome = await _decide(ctx, door, person, bound, decision, notes)
+        subject = await _edited(ctx, bound, edits) if rule_for(decision).edits_subject else None
+        outcome = await _decide(ctx, door, person, bound, decision, notes, subject)
     except SignoffError as error:
         await _record(ctx, door, chat_user, person, bound, decision, error.error_code.value)
         raise
@@ -273,6 +284,7 @@ async def _decide(
     bound: Bound,
     decision: Decision,
     notes: object,
+    subject: object,
 ) -> Decided:
     raw = str(bound.task_id)
     async with ctx.database.transaction(write=False) as uow:
@@ -290,6 +302,7 @@ async def _decide(
             revision=bound.revision,
             digest=bound.digest,
             door=door,
+            subject=subject,
         )
         label = rule_for(decision).label
         return Decided(
@@ -302,6 +315,8 @@ async def _decide(
     refusal = refusal or reviewing_elsewhere(task, person, ctx.now())
     if refusal is not None:
         raise refusal
+    if rule_for(decision).edits_subject:  # a refused edit, too, leaves no claim behind
+        await prepared_edit(ctx, task.id, bound.revision, subject)
     grant = await claim(ctx, person, raw)
     try:
         decided = await resolve(
@@ -314,6 +329,7 @@ async def _decide(
             resolution_payload=None,
             revision=bound.revision,
             digest=bound.digest,
+            subject=subject,
             door=door,
         )
     except BaseException:
@@ -321,6 +337,50 @@ async def _decide(
         raise
     label = rule_for(decision).label
     return Decided(decided, f"{label}: decided by {person.principal_id} {where}")
+
+
+async def edit_form(ctx: ServiceContext, person: Principal, bound: Bound) -> list[dict[str, Any]]:
+    """The fields of an "Edit and approve" form for the revision a card showed
+    (:func:`signoff.domain.edits.edit_fields`), once the decision rules would take an
+    edit from ``person`` on it: the person may read the task, it is in review, the card's
+    revision is current and the person did not escalate it (the rest is checked when the
+    edit is sent).
+
+    Raises:
+        SignoffError: ``ERR_STALE_REVISION``, ``ERR_SELF_APPROVAL``, ``ERR_NOT_EDITABLE``,
+            ``ERR_STATE_CONFLICT`` (decided, cancelled or expired),
+            ``ERR_TASK_NOT_FOUND``.
+    """
+    async with ctx.database.transaction(write=False) as uow:
+        task = await task_store.find_task(uow.connection, bound.task_id)
+        shown = None
+        if task is not None and bound.revision is not None:
+            shown = await approval_store.find_revision(uow.connection, task.id, bound.revision)
+    if task is None or not can_read(person, task):  # as every door answers it
+        raise task_not_found(str(bound.task_id))
+    if task.status not in ACTIVE_STATUSES:
+        raise Conflict(
+            f"task {task.id} is {task.status.value.lower()}: there is nothing to decide",
+            error_code=ErrorCode.STATE_CONFLICT,
+            extra={"task_status": task.status.value},
+        )
+    decision = Decision.APPROVED_WITH_EDITS
+    refusal = decision_refusal(task, person, decision, bound.revision, bound.digest)
+    if refusal is not None:
+        raise refusal
+    if not task.editable or shown is None:
+        raise nothing_editable()
+    return edit_fields(task.editable, shown["subject"])
+
+
+async def _edited(ctx: ServiceContext, bound: Bound, edits: Mapping[str, str] | None) -> object:
+    """The subject as edited: ``edits`` set over the revision the card showed (``None``
+    when the card showed none: the decision rules say what is missing)."""
+    if bound.revision is None:
+        return None
+    async with ctx.database.transaction(write=False) as uow:
+        shown = await approval_store.find_revision(uow.connection, bound.task_id, bound.revision)
+    return edited_subject(shown["subject"], edits or {}) if shown else None
 
 
 async def _give_back(ctx: ServiceContext, person: Principal, raw: str, token: str) -> None:
