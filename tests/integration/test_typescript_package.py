@@ -1,6 +1,6 @@
 """The TypeScript SDK as a package: its offline tests (the shared vectors, the error
-classes), its generated files current, ``npm pack`` and ``tsc --strict`` over a consumer
-of its declarations."""
+classes, receipts), its generated files current, ``npm pack`` and ``tsc --strict`` over a
+consumer of its declarations."""
 
 from __future__ import annotations
 
@@ -33,10 +33,12 @@ def _script(name: str) -> ModuleType:
 
 
 def test_the_offline_tests_pass(built: None) -> None:
-    files = [str(BUILT_TESTS / name) for name in ("vectors.test.js", "errors.test.js")]
-    output = node("--test", "--test-reporter=spec", *files)
+    names = ("vectors.test.js", "errors.test.js", "receipts.test.js")
+    output = node("--test", "--test-reporter=spec", *(str(BUILT_TESTS / name) for name in names))
+    assert "# fail 0" in output or "ℹ fail 0" in output, output
     assert "rfc8785-3.2.2-example" in output
     assert "webhook signatures: task-resolved" in output
+    assert "whole seconds decide" in output
 
 
 def test_the_error_classes_are_generated_from_the_current_table() -> None:

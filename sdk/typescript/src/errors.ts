@@ -36,6 +36,11 @@ export class DecisionTimeout extends SignoffError {
 /** A delivery's signature, timestamp or body did not verify: answer 400. */
 export class WebhookVerificationFailed extends SignoffError {}
 
+/** A receipt that is malformed, signed by no key given, badly signed, signed by a key
+ * retired before the record, or that states something other than what was expected:
+ * do not act on it. */
+export class ReceiptInvalid extends SignoffError {}
+
 /** One offending field of a refused request. */
 export interface FieldError {
   field: string;

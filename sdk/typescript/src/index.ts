@@ -6,6 +6,8 @@ export * from "./errors.generated.js";
 export { ExecutionRun } from "./execution.js";
 export type { ExecutionOptions } from "./execution.js";
 export * from "./models.js";
+export { verifyReceipt } from "./receipts.js";
+export type { ReceiptClaims, ReceiptExpectations } from "./receipts.js";
 export type { ClientOptions } from "./transport.js";
 export { reconnectPause, MAX_WAIT_SECONDS } from "./wait.js";
 export type { WaitOptions } from "./wait.js";

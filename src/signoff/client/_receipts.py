@@ -25,6 +25,11 @@ def _decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _shown(value: Any) -> str:
+    """A JSON value as a reason quotes it (as the TypeScript SDK's ``verifyReceipt`` does)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def verify_receipt(
     receipt: str,
     jwks: Mapping[str, Any],
@@ -53,25 +58,36 @@ def verify_receipt(
         raise ReceiptInvalid(f"not a compact JWS: {error}") from None
     if not isinstance(header, dict) or header.get("alg") != "EdDSA":
         raise ReceiptInvalid("not signed with EdDSA")
-    keys = {k.get("kid"): k for k in jwks.get("keys", []) if isinstance(k, Mapping)}
-    jwk = keys.get(header.get("kid"))
+    listed = jwks.get("keys") if isinstance(jwks, Mapping) else None
+    keys = {
+        k.get("kid"): k
+        for k in (listed if isinstance(listed, list) else [])
+        if isinstance(k, Mapping)
+    }
+    kid = header.get("kid")
+    jwk = keys.get(kid) if isinstance(kid, str) else None
     if jwk is None or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
-        raise ReceiptInvalid(f"signed by an unknown key {header.get('kid')!r}")
+        raise ReceiptInvalid(f"signed by an unknown key {_shown(kid)}")
     try:
         Ed25519PublicKey.from_public_bytes(_decode(jwk["x"])).verify(
             signature, f"{parts[0]}.{parts[1]}".encode()
         )
-    except (InvalidSignature, ValueError, KeyError):
+    except (InvalidSignature, ValueError, KeyError, TypeError):
         raise ReceiptInvalid("the signature does not verify") from None
     if not isinstance(claims, dict):
         raise ReceiptInvalid("the payload is not an object")
     exp = jwk.get("exp")
     at = claims.get("at")
-    if isinstance(exp, int) and isinstance(at, str):
-        made = datetime.fromisoformat(at).replace(tzinfo=UTC).timestamp()
+    if isinstance(exp, int) and not isinstance(exp, bool) and isinstance(at, str):
+        try:
+            made = datetime.fromisoformat(at).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            raise ReceiptInvalid(f"the receipt's at is not a time: {_shown(at)}") from None
         if made >= exp:
             raise ReceiptInvalid("signed with a key retired before the record was made")
     for name, expected in (("task_id", task_id), ("digest", digest), ("decision", decision)):
         if expected is not None and claims.get(name) != expected:
-            raise ReceiptInvalid(f"the receipt's {name} is {claims.get(name)!r}, not {expected!r}")
+            raise ReceiptInvalid(
+                f"the receipt's {name} is {_shown(claims.get(name))}, not {_shown(expected)}"
+            )
     return claims

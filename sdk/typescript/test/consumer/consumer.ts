@@ -3,8 +3,10 @@
 import {
   ApprovalNotValid,
   isTimedOut,
+  ReceiptInvalid,
   Signoff,
   verifyEvent,
+  verifyReceipt,
   type ApprovalProgress,
   type Decision,
   type Task,
@@ -32,6 +34,13 @@ export async function agent(url: string, key: string): Promise<Decision | null |
     throw error;
   }
   const event = await verifyEvent(new Headers(), "{}", ["whsec_x"]);
+  try {
+    const claims = verifyReceipt(event.receipt ?? "", await client.signingKeys(), { taskId: task.id, digest: undefined });
+    if (claims.decision !== event.data.decision) return null;
+  } catch (error) {
+    if (error instanceof ReceiptInvalid) return null;
+    throw error;
+  }
   return event.data.decision;
 }
 
