@@ -13,9 +13,12 @@ every figure. Benchmarks only: nothing here runs from the test suite.
 Workloads (docs/benchmarks.md states the targets):
 
 * ``w1``: escalations/s at 16 connections against pgbench inserting the same task row at
-  16 clients, taking turns three times (half of ``--seconds`` each; the ratio is of the
-  mean rates, and each turn's is reported too); then the latency at about half that rate
-  (wrk's per-request ``delay``).
+  16 clients, taking turns three times (half of ``--seconds`` each; the headline ratio is
+  the median of the turns', the ratio of the mean rates beside it); in each turn also
+  pgbench writing **every row an escalation writes** in one statement
+  (``bench/writes.py``): the ceiling the database sets for W1, reported against the row
+  and W1 against it; then the latency at about half W1's rate (wrk's per-request
+  ``delay``).
 * ``w2``: claim-next → resolve cycles/s (outbox included) against a pgbench script of the
   same two statements (``FOR UPDATE SKIP LOCKED`` claim, then the resolve update); then,
   side by side (``bench/peers.py``, unless ``--no-peers``), pgqueuer and procrastinate
@@ -51,7 +54,8 @@ Workloads (docs/benchmarks.md states the targets):
 and a half minutes at ``--seconds 10`` (W4 ~2 min, most of it setting up the three
 backlogs of 1,000 resolves; growth ~1.5 min, of it ~25 s loading and vacuuming 1M rows).
 
-Results: ``--out`` (JSON) and a Markdown table on stdout.
+Results: ``--out`` (JSON) and a Markdown table on stdout, ending with the time of the last
+whole ``./scripts/test`` run on this checkout (``.cache/test-run.json``).
 """
 
 from __future__ import annotations
