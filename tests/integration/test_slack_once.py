@@ -24,6 +24,7 @@ from tests.integration.test_slack import (
     _settled,
     fake,
 )
+from tests.integration.test_waiting import sweep
 from tests.slackfake import SIGNING_SECRET, SlackFake
 from tests.support import LiveServer
 
@@ -193,5 +194,41 @@ def test_a_post_slack_refused_is_posted_once(
         assert len(_posts(fake, late["id"])) == 1
         assert len(fake.in_channel(CHANNEL, late["id"])) == 1
         assert [c.params["channel"] for c in fake.called("conversations.history")] == [CHANNEL]
+        producer.close()
+        dan.close()
+
+
+def test_a_notice_whose_answer_was_lost_is_one_message(
+    make_settings: Any, clock: ManualClock, fake: SlackFake
+) -> None:
+    with _server(make_settings, clock, fake, slack_signing_secret=SIGNING_SECRET) as server:
+        producer, dan = _people(server)
+        policy = {
+            "name": "nudges",
+            "levels": [
+                {"after_seconds": 60, "action": "remind", "notify": ["group:reviewers"]},
+                {"after_seconds": 3600, "action": "expire"},
+            ],
+        }
+        with server.admin() as admin:
+            assert admin.post("/escalation-policies", json=policy).status_code == 201
+        task = _escalate(producer, "nudged", policy="nudges", assigned_group="reviewers")
+        _posted(fake, task["id"])
+        _settled(server)
+        # alice's reminder is posted to her direct messages; the answer is lost.
+        fake.lose_answer("chat.postMessage", how="500", channel="DU_ALICE")
+        clock.advance(60)
+        assert sweep(server) == 1
+        reminder = {"kind": "n:reminder", "channel": "alice"}
+        _row(server, task["id"], lambda r: r["attempted_at"] is not None, **reminder)
+        (sent,) = _posts(fake, task["id"], "DU_ALICE")
+        assert sent["metadata"]["event_type"] == "signoff_notice"
+        clock.advance(2)
+        row = _row(server, task["id"], lambda r: r["status"] == "DONE", **reminder)
+        (message,) = fake.in_channel("DU_ALICE", task["id"])
+        assert row["ts"] == message["ts"]
+        _settled(server)
+        assert len(_posts(fake, task["id"], "DU_ALICE")) == 1
+        assert [c.params["channel"] for c in fake.called("conversations.history")] == ["DU_ALICE"]
         producer.close()
         dan.close()
