@@ -136,15 +136,17 @@ class Post:
             if meta.get("event_type") not in (CARD_EVENT, NOTICE_EVENT):
                 continue
             payload = meta.get("event_payload") or {}
-            revision = payload.get("revision")
+            named = [n for n in str(payload.get("deliveries") or "").split(",") if n in wanted]
+            if not named:
+                continue
+            revision = str(payload.get("revision") or "")
             earlier = Earlier(
                 str(message.get("ts")),
-                int(revision) if isinstance(revision, (int, str)) and revision != "" else None,
+                int(revision) if revision.isdigit() else None,
                 str(payload["card"]) if payload.get("card") else None,
             )
-            for named in str(payload.get("deliveries") or "").split(","):
-                if named in wanted:
-                    found.setdefault(wanted[named], earlier)
+            for name in named:
+                found.setdefault(wanted[name], earlier)
         if found:
             log.info("slack.post_found", channel=channel, deliveries=len(found))
         return found
