@@ -3,8 +3,12 @@ interactivity posts signed as Slack signs them; and a Socket Mode WebSocket.
 
 Served by aiohttp on a loopback port in a thread of its own. The real slack_sdk / Bolt
 clients talk to it through ``SIGNOFF_SLACK_API_URL`` (:attr:`SlackFake.api_url`). It can
-answer 429 with ``Retry-After`` (:meth:`SlackFake.rate_limit`) and be down
-(:attr:`SlackFake.down`: every Web API call answers 503).
+answer 429 with ``Retry-After`` (:meth:`SlackFake.rate_limit`), be down
+(:attr:`SlackFake.down`: every Web API call answers 503), and do a call but lose its answer
+(:meth:`SlackFake.lose_answer`: the window in which a process dies after Slack accepted a
+post). Posted messages are kept per channel with their metadata
+(:attr:`SlackFake.messages`) and read back by ``conversations.history``; a message's
+``ts`` is the time of :attr:`SlackFake.clock` (the tests' clock, as the server's).
 """
 
 from __future__ import annotations
@@ -61,6 +65,11 @@ class SlackFake:
     _loop: asyncio.AbstractEventLoop | None = None
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _acks: dict[str, Any] = field(default_factory=dict)
+    #: Each channel's messages, oldest first: ``ts``, ``text``, ``blocks``, ``metadata``.
+    messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Slack's clock (seconds since the epoch): the ``ts`` of a message posted now.
+    clock: Callable[[], float] = time.time
+    _lost: list[tuple[str, str | None, str]] = field(default_factory=list)
 
     @property
     def api_url(self) -> str:
@@ -76,6 +85,19 @@ class SlackFake:
     def rate_limit(self, method: str, times: int, retry_after: int = 0) -> None:
         """The next ``times`` calls of ``method`` answer 429 with ``Retry-After``."""
         self._limited[method] = [retry_after] * times
+
+    def lose_answer(
+        self, method: str, times: int = 1, how: str = "500", channel: str | None = None
+    ) -> None:
+        """The next ``times`` calls of ``method`` (to ``channel``, if named) are done (a
+        post is posted) but their answer is lost: a 500 that is not Slack's JSON
+        (``how="500"``), or the connection closed without an answer (``how="drop"``)."""
+        self._lost.extend([(method, channel, how)] * times)
+
+    def in_channel(self, channel: str, task_id: str) -> list[dict[str, Any]]:
+        """The messages in ``channel`` that show the task (its id in them)."""
+        with self._changed:
+            return [m for m in self.messages.get(channel, []) if task_id in json.dumps(m)]
 
     # Reading what was called -------------------------------------------------------------
 
@@ -129,6 +151,12 @@ class SlackFake:
         with self._changed:
             self.calls.append(Call(method, params, token, answer))
             self._changed.notify_all()
+        for lost in self._lost:
+            if lost[0] == method and lost[1] in (None, params.get("channel")):
+                self._lost.remove(lost)
+                if lost[2] == "drop" and request.transport is not None:
+                    request.transport.close()
+                return web.Response(status=500, text="upstream timed out")
         return web.json_response(answer)
 
     def _answer(self, method: str, params: dict[str, Any], token: str | None) -> dict[str, Any]:
@@ -138,9 +166,20 @@ class SlackFake:
             if token != APP_TOKEN:
                 return {"ok": False, "error": "invalid_auth"}
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
-        if method in ("chat.postMessage", "chat.update"):
-            ts = params.get("ts") or f"{1700000000 + next(self._ts)}.000100"
+        if method == "chat.postMessage":
+            ts = f"{int(self.clock())}.{next(self._ts):06d}"
+            shown = {k: params.get(k) for k in ("text", "blocks", "metadata") if k in params}
+            with self._changed:
+                self.messages.setdefault(params["channel"], []).append({"ts": ts, **shown})
             return {"ok": True, "channel": params["channel"], "ts": ts, "message": params}
+        if method == "chat.update":
+            with self._changed:
+                for message in self.messages.get(params["channel"], []):
+                    if message["ts"] == params["ts"]:
+                        message.update({k: params[k] for k in ("text", "blocks") if k in params})
+            return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+        if method == "conversations.history":
+            return self._history(params)
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": f"{time.time():.6f}"}
         if method == "views.open":
@@ -160,6 +199,29 @@ class SlackFake:
                     return {"ok": True, "user": _member(member)}
             return {"ok": False, "error": "users_not_found"}
         return {"ok": False, "error": "unknown_method"}
+
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``conversations.history``: newest first, after ``oldest`` and before ``latest``
+        (either one included with ``inclusive``), at most ``limit``; a message's
+        ``metadata`` only with ``include_all_metadata``."""
+        inclusive = params.get("inclusive") in (True, "true", "1", 1)
+        oldest, latest = float(params.get("oldest") or 0), params.get("latest")
+        limit = int(params.get("limit") or 100)
+        found = []
+        with self._changed:
+            for message in reversed(self.messages.get(str(params.get("channel")), [])):
+                at = float(message["ts"])
+                if at < oldest or (at == oldest and not inclusive):
+                    continue
+                if latest is not None and (
+                    at > float(latest) or (at == float(latest) and not inclusive)
+                ):
+                    continue
+                shown = {"type": "message", "ts": message["ts"], "text": message.get("text")}
+                if params.get("include_all_metadata") in (True, "true", "1", 1):
+                    shown["metadata"] = message.get("metadata")
+                found.append(shown)
+        return {"ok": True, "messages": found[:limit], "has_more": len(found) > limit}
 
     # Socket Mode -------------------------------------------------------------------------
 

@@ -43,8 +43,9 @@ CHANNEL = "C_REVIEW"
 
 
 @pytest.fixture
-def fake() -> Iterator[SlackFake]:
+def fake(clock: ManualClock) -> Iterator[SlackFake]:
     with slack_fake() as fake:
+        fake.clock = lambda: clock.now().timestamp()  # Slack's clock is the server's
         fake.add_member("U_ALICE", "Alice@Example.org")
         fake.add_member("U_SAM", "sam@example.org")
         fake.add_member("U_BOB", "bob@example.org")  # no Signoff account has this e-mail

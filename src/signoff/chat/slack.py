@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.responses import JSONResponse, Response
 
 from signoff.bodies import read_bounded_body
-from signoff.chat import slack_edits
+from signoff.chat import slack_edits, slack_once
 from signoff.domain.chat_cards import ACTION_PREFIX, EDIT_MODAL, NOTES_MODAL, notes_modal
 from signoff.domain.decisions import rule_for
 from signoff.domain.states import Decision
@@ -74,6 +74,13 @@ class SlackDoor:
         # Retry-After, by the clock (services/chat_cards.py).
         self.client = AsyncWebClient(
             token=settings.slack_bot_token, base_url=_base(settings.slack_api_url)
+        )
+        # A post is never sent again inside a call (slack_sdk would, once, after a dropped
+        # connection, when Slack may have posted it): the door's retry looks first.
+        self.poster = AsyncWebClient(
+            token=settings.slack_bot_token,
+            base_url=_base(settings.slack_api_url),
+            retry_handlers=[],
         )
         self.app = AsyncApp(
             client=self.client,
@@ -205,66 +212,60 @@ class SlackDoor:
         return len(taken)
 
     async def _deliver(self, group: list[chat_cards.Delivery]) -> tuple[str, float | None] | None:
-        """Post or redraw one card; a failure of Slack itself is returned (why, and the
-        ``Retry-After`` it gave); a card Slack can never show is skipped."""
+        """Post or redraw one card (or send one person's notices); a failure of Slack
+        itself is returned (why, and the ``Retry-After`` it gave); a card Slack can never
+        show is skipped. A post is made once (:mod:`signoff.chat.slack_once`)."""
         first = group[0]
+        post = slack_once.Post(self._call, self.ctx, DOOR, group)
         try:
-            if chat_notices.is_notice(first.kind):
-                await self._notify(group)
-                return None
-            if first.kind in ("post", "dm"):
-                where = first.channel
-                if first.kind == "dm":
-                    found = await self._direct_channel(first.channel)
-                    if found is None:
-                        await chat_cards.skipped(self.ctx, group, "no Slack account")
-                        return None
-                    where = found
-                drawn = await chat.draw(self.ctx, first.task_id, door=DOOR)
-                response = await self._call("chat.postMessage", channel=where, **drawn.message)
-                channel, ts = str(response["channel"]), str(response["ts"])
-            else:
+            if first.kind == "redraw":
                 channel, ts = first.channel, str(first.ts)
                 drawn = await chat.draw(self.ctx, first.task_id, door=DOOR, channel=channel, ts=ts)
                 await self._call("chat.update", channel=channel, ts=ts, **drawn.message)
+                await chat_cards.delivered(
+                    self.ctx, DOOR, group, channel=channel, ts=ts, revision=drawn.revision
+                )
+                return None
+            where = first.channel
+            if first.kind != "post":  # a voter's card or notices: their direct messages
+                found = await self._direct_channel(first.channel)
+                if found is None:
+                    await chat_cards.skipped(self.ctx, group, "no Slack account")
+                    return None
+                where = found
+            await post.deliver(where)
         except SlackApiError as error:
             reason, retry_after = _reason(error), None
             if reason in NEVER:
-                await chat_cards.skipped(self.ctx, group, reason)
+                await chat_cards.skipped(self.ctx, post.group, reason)
                 log.warning("slack.card_skipped", task_id=str(first.task_id), error=reason)
                 return None
             if error.response.status_code == 429:
                 header = error.response.headers.get("Retry-After") or "1"
                 retry_after = float(header[0] if isinstance(header, list) else header)
-            at = await chat_cards.failed(self.ctx, group, reason, retry_after)
+            # A post Slack answered with a refusal was not made; any other failure of a
+            # post may have been (the answer was lost): the retry looks for it first.
+            refused = post.sending and reason != "unreachable"
+            at = await chat_cards.failed(
+                self.ctx, post.group, reason, retry_after, not_posted=refused
+            )
             log.warning(
                 "slack.card_delayed", task_id=str(first.task_id), error=reason, retry_at=str(at)
             )
             return (reason, retry_after) if reason in ("ratelimited", "unreachable") else None
         except Exception as error:  # Slack unreachable, or an answer that is not JSON
             reason = repr(error)[:200]
-            await chat_cards.failed(self.ctx, group, reason, None)
+            await chat_cards.failed(self.ctx, post.group, reason, None)
             log.warning("slack.card_delayed", task_id=str(first.task_id), error=reason)
             return reason, None
-        await chat_cards.delivered(
-            self.ctx, DOOR, group, channel=channel, ts=ts, revision=drawn.revision
-        )
         return None
-
-    async def _notify(self, group: list[chat_cards.Delivery]) -> None:
-        """One person's due notices as one direct message."""
-        text = await chat_notices.notice_text(self.ctx, group)
-        ts = await self.send_notice(group[0].channel, text)
-        if ts is None:
-            await chat_cards.skipped(self.ctx, group, "no Slack account")
-            return
-        await chat_cards.sent(self.ctx, group, ts=ts)
 
     # The Web API, counted --------------------------------------------------------------
 
     async def _call(self, method: str, **params: Any) -> Any:
         try:
-            response = await self.client.api_call(method, json=params)
+            client = self.poster if method == "chat.postMessage" else self.client
+            response = await client.api_call(method, json=params)
         except SlackApiError as error:
             child(SLACK_CALLS, method, _reason(error)[:40]).inc()
             raise

@@ -10,6 +10,11 @@ due (:func:`take_due`; the redraws of one message are drawn once), and reports
 :func:`delivered`, :func:`failed` (retried with back-off, never sooner than the chat
 system's ``Retry-After``) or :func:`skipped` (a card the chat system can never show).
 Nothing on the escalate or decide path waits for any of it.
+
+A post is made once, even across a crash: before a post is sent, :func:`attempting`
+commits when; a retry of a delivery with an attempt outstanding first looks for the
+message that attempt may have posted (:func:`look_back`, the span to look in) and, when
+found, :func:`adopted` records it instead of posting again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from signoff.store import users as user_store
 BATCH = 100
 #: How long one attempt holds a delivery before another process may try it.
 ATTEMPT_LEASE = timedelta(seconds=60)
+#: How far around an attempt a retry looks for the message it may have posted: the chat
+#: system's clock and ours may differ by this much.
+CLOCK_MARGIN = timedelta(minutes=2)
 #: Back-off after a failed attempt: doubling from 1 s, at most this long.
 MAX_BACKOFF_SECONDS = 300
 
@@ -49,6 +57,8 @@ class Delivery:
     ts: str | None
     attempts: int
     created_at: datetime
+    #: When a post for it was last sent with no answer recorded (``None``: none was).
+    attempted_at: datetime | None = None
 
 
 async def fan_out(ctx: ServiceContext, door: str, route: Route) -> int:
@@ -165,10 +175,48 @@ async def take_due(ctx: ServiceContext, door: str, limit: int = 20) -> list[Deli
                         row["ts"],
                         row["attempts"],
                         row["created_at"],
+                        row["attempted_at"],
                     )
                 )
         await uow.commit()
     return taken
+
+
+async def attempting(ctx: ServiceContext, deliveries: list[Delivery]) -> None:
+    """A post for ``deliveries`` is about to be sent: committed first, so that a retry
+    after a crash (or a lost answer) looks for the message before posting again."""
+    async with ctx.database.transaction() as uow:
+        for delivery in deliveries:
+            await store.mark_attempted(uow.connection, delivery.id, at=ctx.now())
+        await uow.commit()
+
+
+def look_back(deliveries: list[Delivery]) -> tuple[datetime, datetime] | None:
+    """The span in which a message posted by an earlier attempt for ``deliveries`` was
+    posted, if one may have been (``None``: no attempt is outstanding, nothing to look
+    for). An attempt's post ends within its lease."""
+    attempts = [d.attempted_at for d in deliveries if d.attempted_at is not None]
+    if not attempts:
+        return None
+    return min(attempts) - CLOCK_MARGIN, max(attempts) + ATTEMPT_LEASE + CLOCK_MARGIN
+
+
+async def adopted(
+    ctx: ServiceContext,
+    door: str,
+    deliveries: list[Delivery],
+    *,
+    channel: str,
+    ts: str,
+    revision: int | None,
+    redraw: bool,
+) -> None:
+    """An earlier attempt did post the card, as ``channel``/``ts`` showing ``revision``:
+    it is recorded as delivered and, when ``redraw``, drawn again as the task is now
+    (events since the attempt found no card to redraw)."""
+    await delivered(ctx, door, deliveries, channel=channel, ts=ts, revision=revision)
+    if redraw:
+        await ask_redraw(ctx, door, deliveries[0].task_id, channel, ts)
 
 
 async def delivered(
@@ -208,15 +256,24 @@ async def sent(ctx: ServiceContext, deliveries: list[Delivery], *, ts: str) -> N
 
 
 async def failed(
-    ctx: ServiceContext, deliveries: list[Delivery], error: str, retry_after: float | None
+    ctx: ServiceContext,
+    deliveries: list[Delivery],
+    error: str,
+    retry_after: float | None,
+    *,
+    not_posted: bool = False,
 ) -> datetime:
     """Try again later: after ``retry_after`` seconds when the chat system said so, else
-    after a back-off that doubles with each attempt. Returns when."""
+    after a back-off that doubles with each attempt. Returns when. ``not_posted``: the
+    chat system answered the post with a refusal, so the retry has nothing to look for;
+    otherwise an outstanding attempt stays outstanding."""
     attempts = max(d.attempts for d in deliveries)
     wait = retry_after if retry_after is not None else min(2**attempts, MAX_BACKOFF_SECONDS)
     at = ctx.now() + timedelta(seconds=wait)
     async with ctx.database.transaction() as uow:
         for delivery in deliveries:
-            await store.retry_delivery(uow.connection, delivery.id, at=at, error=error)
+            await store.retry_delivery(
+                uow.connection, delivery.id, at=at, error=error, not_posted=not_posted
+            )
         await uow.commit()
     return at

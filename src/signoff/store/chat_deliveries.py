@@ -3,7 +3,8 @@
 Statements, by name: :func:`read_cursor` (locked on PostgreSQL: one process fans out at a
 time), :func:`save_cursor`, :func:`insert_delivery`, :func:`due_deliveries`,
 :func:`take_delivery` (a conditional update: one process attempts a delivery at a time),
-:func:`finish_delivery`, :func:`skip_delivery`, :func:`retry_delivery`, :func:`notice_due`.
+:func:`mark_attempted` (a post is about to be sent), :func:`finish_delivery`,
+:func:`skip_delivery`, :func:`retry_delivery`, :func:`notice_due`.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ async def take_delivery(
     return bool(taken.rowcount)
 
 
+async def mark_attempted(conn: AsyncConnection, delivery_id: uuid.UUID, *, at: datetime) -> None:
+    await conn.execute(update(chat_deliveries).where(D.id == delivery_id).values(attempted_at=at))
+
+
 async def finish_delivery(
     conn: AsyncConnection, delivery_id: uuid.UUID, *, ts: str | None, now: datetime
 ) -> None:
@@ -127,13 +132,23 @@ async def skip_delivery(
 
 
 async def retry_delivery(
-    conn: AsyncConnection, delivery_id: uuid.UUID, *, at: datetime, error: str
+    conn: AsyncConnection,
+    delivery_id: uuid.UUID,
+    *,
+    at: datetime,
+    error: str,
+    not_posted: bool = False,
 ) -> None:
-    await conn.execute(
-        update(chat_deliveries)
-        .where(D.id == delivery_id)
-        .values(next_attempt_at=at, last_error=error[:500], attempts=D.attempts + 1)
-    )
+    """Try again at ``at``; ``not_posted``: the chat system answered that the post was
+    not made, so no attempt is outstanding."""
+    values: dict[str, Any] = {
+        "next_attempt_at": at,
+        "last_error": error[:500],
+        "attempts": D.attempts + 1,
+    }
+    if not_posted:
+        values["attempted_at"] = None
+    await conn.execute(update(chat_deliveries).where(D.id == delivery_id).values(**values))
 
 
 async def notice_due(conn: AsyncConnection, door: str, channel: str) -> datetime | None:

@@ -60,7 +60,9 @@ chat_actions = Table(
 #: ``channel``/``ts``). Status PENDING, DONE, or SKIPPED (the person has no chat account).
 #: Made from the outbox in the transaction that moves the door's cursor, so nothing is
 #: lost or made twice across a restart; retried until done, no sooner than the chat
-#: system's ``Retry-After``.
+#: system's ``Retry-After``. ``attempted_at``: when a post (a card, a direct message, a
+#: notice) was sent without its answer being recorded yet — a retry looks in the channel
+#: for the message that attempt may have posted before posting again.
 chat_deliveries = Table(
     "chat_deliveries",
     metadata,
@@ -76,6 +78,7 @@ chat_deliveries = Table(
     Column("last_error", Text),
     Column("created_at", UtcDateTime, nullable=False),
     Column("done_at", UtcDateTime),
+    Column("attempted_at", UtcDateTime),
     Index("ix_chat_deliveries_due", "door", "status", "next_attempt_at"),
 )
 
