@@ -46,14 +46,18 @@ def prose(text: str) -> str:
 
 
 def generated(target: str) -> bool:
-    """A file some command writes (ignored by git), such as an example's output."""
+    """A file some command writes (ignored by git, or in a folder that is), such as an
+    example's output."""
     patterns = [
         line.strip().rstrip("/")
         for line in (ROOT / ".gitignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    name = Path(target).name
-    return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(target, p) for p in patterns)
+    parts = Path(target).parts  # a file in an ignored folder is generated too
+    return any(
+        fnmatch.fnmatch(target, p) or any(fnmatch.fnmatch(part, p) for part in parts)
+        for p in patterns
+    )
 
 
 def resolves(reference: str, document: Path) -> bool:
