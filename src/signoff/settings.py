@@ -100,6 +100,9 @@ class Settings(BaseSettings):
     checkpoint_settle_seconds: float = Field(default=60, ge=0)
     """A checkpoint covers records at least this old, so a record whose transaction
     commits late (its id taken earlier) is not passed over."""
+    export_page_size: int = Field(default=1000, gt=0)
+    """How much one read of an evidence export takes: this many trail records, or
+    checkpoints with this many leaves in all (docs/evidence.md)."""
     delivered_retention_days: float = Field(default=7, ge=0)
     """How long the sweeper keeps delivered webhooks: a delivery that succeeded (with its
     attempts) this long ago is removed, and an outbox event this old once it has no

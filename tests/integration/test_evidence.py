@@ -27,6 +27,7 @@ from signoff.domain.evidence import TrailRecord, b64url_decode, receipt_claims, 
 from signoff.domain.evidence_check import verify_bundle
 from signoff.services import evidence
 from signoff.services.context import ServiceContext
+from signoff.services.evidence_export import export_stream
 from signoff.store.runtime.database import Database, create_engine
 from signoff.store.runtime.migrate import downgrade, upgrade
 from signoff.store.tables import receipts, signing_keys, task_events
@@ -68,6 +69,11 @@ def service(server: LiveServer, work: Any) -> Any:
             await database.dispose()
 
     return asyncio.run(run())
+
+
+async def exported_bundle(context: ServiceContext) -> Any:
+    """The whole bundle an export streams, read back."""
+    return json.loads("".join([part async for part in await export_stream(context)]))
 
 
 def records(server: LiveServer, task_id: str) -> list[Any]:
@@ -301,7 +307,7 @@ async def _full_rows(ctx: ServiceContext, task_id: str) -> list[tuple[int, dict[
 
 def _forge(server: LiveServer, old: tuple[str, str], record_id: int) -> str:
     """A receipt of ``record_id``, correct in every field, signed with the retired key."""
-    exported = service(server, lambda ctx: evidence.export_bundle(ctx))["records"]
+    exported = service(server, exported_bundle)["records"]
     record = TrailRecord.from_json(next(r for r in exported if r["id"] == record_id))
     key = Ed25519PrivateKey.from_private_bytes(b64url_decode(old[1]))
     return sign_compact(key, old[0], receipt_claims(record))
@@ -334,7 +340,7 @@ def test_records_written_before_the_chain_are_linked_by_the_migration(server: Li
     task = reviewer.get(f"/tasks/{waiting}").json()
     body = {"decision": "APPROVED", "revision": 1, "digest": task["digest"]}
     assert reviewer.resolve(waiting, token, body).status_code == 200
-    bundle = service(server, evidence.export_bundle)
+    bundle = service(server, exported_bundle)
     report = verify_bundle(bundle)
     assert report.failures == []
     assert (report.records, report.tasks) == (6, 2)

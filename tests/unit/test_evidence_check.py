@@ -41,7 +41,10 @@ RECORD = {
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        (json.dumps(GOOD)[:-5], "not JSON (truncated or damaged?)"),
+        (json.dumps(GOOD)[:-5], "the bundle is incomplete: its JSON ends before it closes"),
+        ('{"format":"signoff.evidence-bundle/v1","records":[', "the bundle is incomplete"),
+        ("", "the bundle is empty"),
+        (json.dumps(GOOD).replace(":", "=", 1), "not JSON (truncated or damaged?)"),
         ("[]", "not an evidence bundle"),
         (json.dumps(GOOD | {"records": {}}), '"records" is missing or not a list'),
         (json.dumps(GOOD | {"keys": []}), '"keys" is missing or not a dict'),

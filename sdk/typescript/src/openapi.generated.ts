@@ -328,7 +328,9 @@ export interface paths {
         /**
          * An evidence bundle for `signoff verify` (admin)
          * @description Whole chains of the tasks with a record in ``[since, until)``, their receipts,
-         *     every checkpoint and the public keys.
+         *     every checkpoint and the public keys, streamed (chunked) as it is read. A refusal is
+         *     a problem answer; a failure once the body has begun cuts the response off before its
+         *     end, so the client is left with incomplete JSON, which `signoff verify` refuses.
          */
         get: operations["export_evidence_export_get"];
         put?: never;

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -29,27 +31,54 @@ def export(
     database_url: DatabaseOption = None,
 ) -> None:
     """Write an evidence bundle for `signoff verify`: the whole trail of every task with a
-    record in the range, its receipts, every checkpoint and the public keys."""
-    from signoff.domain.json_output import compact_json
+    record in the range, its receipts, every checkpoint and the public keys. It is read
+    and written a page at a time (SIGNOFF_EXPORT_PAGE_SIZE) to a file beside --out,
+    renamed to --out once complete; on any failure nothing is left."""
     from signoff.errors import SignoffError
-    from signoff.services import evidence
+    from signoff.services import evidence_export
 
     settings = settings_from(database_url)
-
-    async def run() -> str:
-        async with as_cli_admin(settings) as (context, operator):
-            bundle = await evidence.admin_export(context, operator, since, until)
-            return compact_json(bundle)
-
+    partial = _partial_beside(out)
     try:
-        text = run_with_database(settings, run())
+        with partial.open("w", encoding="utf-8") as file:
+
+            async def run() -> None:
+                async with as_cli_admin(settings) as (context, operator):
+                    stream = await evidence_export.admin_export(context, operator, since, until)
+                    async for fragment in stream:
+                        try:
+                            file.write(fragment)
+                        except OSError as error:  # not the database's: said as a write
+                            raise _WriteFailed(error) from None
+
+            run_with_database(settings, run())
+        os.replace(partial, out)
     except SignoffError as error:
         raise UserError(str(error)) from None
-    try:
-        out.write_text(text, encoding="utf-8")
+    except _WriteFailed as failed:
+        raise UserError(f"cannot write {out}: {failed.error.strerror or failed.error}") from None
     except OSError as error:
-        raise UserError(f"cannot write {out}: {error.strerror}") from None
+        raise UserError(f"cannot write {out}: {error.strerror or error}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     typer.echo(f"wrote {out}")
+
+
+class _WriteFailed(Exception):
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _partial_beside(out: Path) -> Path:
+    """A new, empty file beside ``out`` that the bundle is written to, renamed to ``out``
+    once whole (so ``out`` is never half a bundle)."""
+    partial = out.with_name(f".{out.name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError as error:
+        raise UserError(f"cannot write {out}: {error.strerror or error}") from None
+    return partial
 
 
 def verify(

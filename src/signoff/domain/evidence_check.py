@@ -109,6 +109,16 @@ def parse_bundle(text: str | bytes) -> dict[str, Any]:
     """Raises :class:`BundleError` for anything but a whole bundle."""
     try:
         bundle = json.loads(text)
+    except json.JSONDecodeError as error:
+        if not error.doc.strip():
+            raise BundleError("the bundle is empty") from None
+        cut = error.msg.startswith("Unterminated string") or error.pos >= len(error.doc.rstrip())
+        if cut:
+            raise BundleError(
+                "the bundle is incomplete: its JSON ends before it closes (truncated: an "
+                "export cut off part way, or a file copied in part)"
+            ) from None
+        raise BundleError(f"the bundle is not JSON (truncated or damaged?): {error}") from None
     except ValueError as error:
         raise BundleError(f"the bundle is not JSON (truncated or damaged?): {error}") from None
     if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:

@@ -4,7 +4,8 @@ bundle an auditor verifies offline (:mod:`signoff.domain.evidence_check`).
 The hash chain itself is written by the database in the transaction of each trail
 record. A record's receipt is signed here, from the stored record: right after a
 decision commits (the API answers with it), when a task's receipts are read, and by the
-checkpoint worker for any record still unsigned before it certifies a range.
+checkpoint worker for any record still unsigned before it certifies a range. The
+bundle itself is written by :mod:`signoff.services.evidence_export`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy.exc import IntegrityError
 
-from signoff.domain.clock import rfc3339
 from signoff.domain.evidence import (
     TrailRecord,
     b64url,
@@ -31,8 +31,7 @@ from signoff.domain.evidence import (
     receipt_claims,
     sign_compact,
 )
-from signoff.domain.states import Role
-from signoff.domain.tasks import Principal, require_role
+from signoff.domain.tasks import Principal
 from signoff.errors import FieldError, validation_error
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
@@ -264,15 +263,6 @@ def parse_range(since: str | None, until: str | None) -> tuple[datetime | None, 
     return moments[0], moments[1]
 
 
-async def admin_export(
-    ctx: ServiceContext, principal: Principal, since: str | None, until: str | None
-) -> dict[str, Any]:
-    """:func:`export_bundle` for an admin."""
-    require_role(principal, frozenset({Role.ADMIN}), "export evidence")
-    start, end = parse_range(since, until)
-    return await export_bundle(ctx, since=start, until=end)
-
-
 async def task_receipts(ctx: ServiceContext, task_id: uuid.UUID) -> list[dict[str, Any]]:
     """The task's records, oldest first, each with its chain link and receipt."""
     await sign_pending(ctx, task_id=task_id)
@@ -362,24 +352,3 @@ async def make_checkpoint(
         )
         await uow.commit()
     return claims
-
-
-async def export_bundle(
-    ctx: ServiceContext, *, since: datetime | None = None, until: datetime | None = None
-) -> dict[str, Any]:
-    """The bundle ``signoff verify`` checks: whole chains of the tasks with a record in
-    the range, their receipts, every checkpoint with its leaves, and the public keys."""
-    await sign_pending(ctx)
-    async with ctx.database.transaction(write=False) as uow:
-        conn = uow.connection
-        records = await store.records_in_range(conn, since, until)
-        marks = await store.all_checkpoints(conn)
-    return {
-        "format": "signoff.evidence-bundle/v1",
-        "exported_at": rfc3339(ctx.now()),
-        "since": None if since is None else rfc3339(since),
-        "until": None if until is None else rfc3339(until),
-        "keys": await jwks(ctx),
-        "records": [record.as_json() | {"receipt": jws} for record, jws in records],
-        "checkpoints": [{"checkpoint": mark.jws, "leaves": mark.leaves} for mark in marks],
-    }

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, func, insert, select, update
+from sqlalchemy import Text, and_, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -176,17 +176,39 @@ async def add_receipts(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) ->
     await conn.execute(statement, list(rows))
 
 
-async def records_in_range(
-    conn: AsyncConnection, since: datetime | None, until: datetime | None
+async def export_marks(conn: AsyncConnection) -> tuple[int, int]:
+    """The newest record id and checkpoint number now (0 for none): an export reads up to
+    these, so pages read one after another describe the trail as it stood here."""
+    newest = (await conn.execute(select(func.max(E.id)))).scalar()
+    last = (await conn.execute(select(func.max(C.seq)))).scalar()
+    return int(newest or 0), int(last or 0)
+
+
+async def records_page(
+    conn: AsyncConnection,
+    since: datetime | None,
+    until: datetime | None,
+    *,
+    upto: int,
+    after: tuple[uuid.UUID, int] | None,
+    limit: int,
 ) -> list[tuple[TrailRecord, str | None]]:
-    """Every record of every task that has a record in ``[since, until)``, oldest first
-    per task (whole chains: a chain is checked from its start)."""
-    touched = select(E.task_id).distinct()
+    """At most ``limit`` records (ids up to ``upto``) of the tasks that have a record in
+    ``[since, until)``, by task then id (whole chains: a chain is checked from its
+    start), each with its receipt; the page after the record ``after`` (task id, record
+    id), read by that key."""
+    touching = task_events.alias("touching")
+    touched = select(touching.c.task_id).where(touching.c.id <= upto).distinct()
     if since is not None:
-        touched = touched.where(E.created_at >= since)
+        touched = touched.where(touching.c.created_at >= since)
     if until is not None:
-        touched = touched.where(E.created_at < until)
-    query = _records_query().where(E.task_id.in_(touched)).order_by(E.task_id, E.id)
+        touched = touched.where(touching.c.created_at < until)
+    query = _records_query().where(E.id <= upto)
+    if after is not None:
+        task_id, record_id = after
+        touched = touched.where(touching.c.task_id >= task_id)  # no task behind the page
+        query = query.where(or_(E.task_id > task_id, and_(E.task_id == task_id, E.id > record_id)))
+    query = query.where(E.task_id.in_(touched)).order_by(E.task_id, E.id).limit(limit)
     return [(_record(row), row.jws) for row in await conn.execute(query)]
 
 
@@ -204,8 +226,24 @@ async def last_checkpoint(conn: AsyncConnection) -> Any | None:
     return (await conn.execute(select(checkpoints).order_by(C.seq.desc()).limit(1))).first()
 
 
-async def all_checkpoints(conn: AsyncConnection) -> Sequence[Any]:
-    return (await conn.execute(select(checkpoints).order_by(C.seq))).all()
+async def checkpoints_page(
+    conn: AsyncConnection, *, after: int, upto: int, leaves: int
+) -> Sequence[Any]:
+    """The checkpoints after number ``after`` up to ``upto``, in order, with at most
+    ``leaves`` leaves in all (or the first alone, when it has more): the sizes are read
+    first, then the rows that fit."""
+    sizes = await conn.execute(
+        select(C.seq, C.size).where(C.seq > after, C.seq <= upto).order_by(C.seq).limit(leaves)
+    )
+    last, total = None, 0
+    for seq, size in sizes:
+        if last is not None and total + int(size) > leaves:
+            break
+        last, total = int(seq), total + int(size)
+    if last is None:
+        return []
+    query = select(checkpoints).where(C.seq > after, C.seq <= last).order_by(C.seq)
+    return (await conn.execute(query)).all()
 
 
 async def leaves_after(

@@ -4,10 +4,10 @@ an auditor verifies offline (docs/evidence.md)."""
 from __future__ import annotations
 
 from fastapi import APIRouter
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from signoff.api.deps import Caller, Context, json_response, problems
-from signoff.services import evidence
+from signoff.services import evidence, evidence_export
 
 router = APIRouter(tags=["evidence"])
 
@@ -56,5 +56,8 @@ async def export(
     context: Context, caller: Caller, since: str | None = None, until: str | None = None
 ) -> Response:
     """Whole chains of the tasks with a record in ``[since, until)``, their receipts,
-    every checkpoint and the public keys."""
-    return json_response(await evidence.admin_export(context, caller, since, until))
+    every checkpoint and the public keys, streamed (chunked) as it is read. A refusal is
+    a problem answer; a failure once the body has begun cuts the response off before its
+    end, so the client is left with incomplete JSON, which `signoff verify` refuses."""
+    fragments = await evidence_export.admin_export(context, caller, since, until)
+    return StreamingResponse(fragments, media_type="application/json")
