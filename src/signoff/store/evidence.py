@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, func, insert, or_, select, update
+from sqlalchemy import Text, and_, func, insert, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -197,18 +197,21 @@ async def records_page(
     ``[since, until)``, by task then id (whole chains: a chain is checked from its
     start), each with its receipt; the page after the record ``after`` (task id, record
     id), read by that key."""
+    # Walked in the trail's (task, id) index from the page's key, each task kept if it has
+    # a record in the range: a page costs what it walks, not a scan of the whole range.
     touching = task_events.alias("touching")
-    touched = select(touching.c.task_id).where(touching.c.id <= upto).distinct()
+    in_range = select(touching.c.id).where(touching.c.task_id == E.task_id, touching.c.id <= upto)
     if since is not None:
-        touched = touched.where(touching.c.created_at >= since)
+        in_range = in_range.where(touching.c.created_at >= since)
     if until is not None:
-        touched = touched.where(touching.c.created_at < until)
+        in_range = in_range.where(touching.c.created_at < until)
     query = _records_query().where(E.id <= upto)
     if after is not None:
         task_id, record_id = after
-        touched = touched.where(touching.c.task_id >= task_id)  # no task behind the page
-        query = query.where(or_(E.task_id > task_id, and_(E.task_id == task_id, E.id > record_id)))
-    query = query.where(E.task_id.in_(touched)).order_by(E.task_id, E.id).limit(limit)
+        # A row comparison: the index is entered at the key, not filtered from its start.
+        query = query.where(tuple_(E.task_id, E.id) > tuple_(task_id, record_id))
+        in_range = in_range.where(touching.c.task_id >= task_id)
+    query = query.where(in_range.exists()).order_by(E.task_id, E.id).limit(limit)
     return [(_record(row), row.jws) for row in await conn.execute(query)]
 
 
