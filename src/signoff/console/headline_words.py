@@ -25,6 +25,19 @@ def vote_tail(decision: Decision, decides: bool) -> str:
     return "This vote decides the task: the rule lets one vote against end it."
 
 
+def edit_tail(voided: int, revision: int | None, decides: bool) -> str:
+    """What an edit on a task decided by votes says in its confirmation: it is a new
+    revision, the votes so far stop counting, and it is the first approval of the edit."""
+    after = f"revision {revision + 1}" if revision is not None else "a new revision"
+    text = f"Your edit becomes {after}, by you"
+    if voided == 1:
+        text += "; the vote so far stops counting"
+    elif voided:
+        text += f"; the {voided} votes so far stop counting"
+    text += ", and your approval is the first vote on it."
+    return text + (" " + vote_tail(Decision.APPROVED, True) if decides else "")
+
+
 def searched_fields() -> str:
     """Where a search looked, for the result line: "headline, key fields, … or AI summary"."""
     return ", ".join(SEARCHED_FIELDS[:-1]) + " or " + SEARCHED_FIELDS[-1]

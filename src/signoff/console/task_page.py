@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff.console import changes, compare, review_session, views, wording
+from signoff.console import changes, compare, edit_form, review_session, views, wording
 from signoff.console import votes as console_votes
 from signoff.console.auth import CsrfChecked, SignedIn, csrf_token
 from signoff.console.headline_words import confirm_text
@@ -33,7 +33,6 @@ from signoff.console.shared import (
 )
 from signoff.domain.clock import rfc3339
 from signoff.domain.decisions import parse_decision, rule_for
-from signoff.domain.edits import edit_fields, edited_subject
 from signoff.domain.json_input import parse_json_strict
 from signoff.domain.params import number_or_none, whole_number
 from signoff.domain.states import OVERSEERS, REVIEWERS, Decision, TaskStatus
@@ -133,7 +132,7 @@ async def _task_values(
         "trace_id": bundle.get("trace_id"),
         "revision": revision,
         "subject_rows": views.flatten(subject) if subject is not None else [],
-        "edit_fields": edit_fields(task.editable, subject),
+        "edit_fields": edit_form.form_fields(request, task, subject),
         "subject_actions": (subject or {}).get("actions") or [],
         "previous_revision": previous,
         "seen_changed": mine and seen is not None and seen != task.current_revision,
@@ -389,15 +388,9 @@ async def _decide(
     edited = None
     if problem is None and rule_for(decision).edits_subject and revision is not None:
         try:
-            shown = await approval_service.get_revision(
-                context, principal, task_id, revision, as_viewed=False
-            )
+            edited = await edit_form.edited(context, principal, task_id, revision, form)
         except SignoffError as error:
             problem, refusal = error.message, error
-        else:
-            edited = edited_subject(
-                shown["subject"], {k: v[0] for k, v in form.fields.items() if v}
-            )
     if problem is not None:
         notice = Notice(problem, "error", refusal)
         return await _task_response(request, principal, task_id, tokens=tokens, notices=[notice])
@@ -419,6 +412,7 @@ async def _decide(
         )
     except SignoffError as error:
         if error.errors:  # what the decision rules require: say it, keep the page as it is
+            edit_form.keep_refused(request, form, error)
             notices = [Notice(error.message, "error", error)]
             return await _task_response(request, principal, task_id, tokens=tokens, notices=notices)
         notice = await _refusal_notice(context, principal, task_id, error)

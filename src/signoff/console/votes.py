@@ -1,6 +1,8 @@
 """Votes in the console: a task with an approval rule shows where its rule stands, who
-voted what, and — to a person who may vote now — the vote form. Votes go through the same
-service as the API's (:func:`signoff.services.votes.vote`); no lease is taken."""
+voted what, and — to a person who may vote now — the vote form (with the edit form of the
+one-person decide form when its producer declared fields ``editable``). Votes, edits
+included, go through the same service as the API's
+(:func:`signoff.services.votes.vote`); no lease is taken."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Any
 
 from fastapi import Request
 
-from signoff.console import wording
-from signoff.console.headline_words import vote_tail
+from signoff.console import edit_form, wording
+from signoff.console.headline_words import edit_tail, vote_tail
 from signoff.console.shared import Notice, read_form, service_context
 from signoff.domain.approval_rules import (
     ApprovalRule,
@@ -55,20 +57,26 @@ def deciding_votes(
     stage = progress(rule, votes).stage
     decides = {}
     for decision in Decision:
+        # An edit voids every vote so far and is the first approval of the edit.
+        edits = rule_for(decision).edits_subject
         ballot = Vote(
             voter=principal.principal_id,
             key_id=str(principal.key_id),
             groups=principal.groups,
-            decision=decision,
+            decision=Decision.APPROVED if edits else decision,
             notes=None,
             revision=task.current_revision,
             digest=task.digest,
-            stage=stage,
+            stage=progress(rule, []).stage if edits else stage,
             at=task.updated_at,
             door="console",
         )
-        decided = progress(rule, [*votes, ballot]).outcome is not None
-        decides[decision.value] = vote_tail(decision, decided)
+        standing = [ballot] if edits else [*votes, ballot]
+        decided = progress(rule, standing).outcome is not None
+        if edits:
+            decides[decision.value] = edit_tail(len(votes), task.current_revision, decided)
+        else:
+            decides[decision.value] = vote_tail(decision, decided)
     return decides
 
 
@@ -128,11 +136,15 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
     form = await read_form(request)
     notes = str(form.get("notes") or "")
     request.state.vote_notes = notes
+    context = service_context(request)
     try:
         revision = whole_number(form.get("revision"), field="revision")
         decision = parse_decision(form.get("decision"))
+        subject = None
+        if rule_for(decision).edits_subject and revision is not None:
+            subject = await edit_form.edited(context, principal, task_id, revision, form)
         ballot = await vote_service.vote(
-            service_context(request),
+            context,
             principal,
             task_id,
             decision=decision,
@@ -141,11 +153,16 @@ async def cast(request: Request, principal: Principal, task_id: str) -> list[Not
             digest=str(form.get("digest") or "") or None,
             door="console",
             stage=whole_number(form.get("stage"), field="stage"),
+            subject=subject,
         )
     except SignoffError as error:
+        edit_form.keep_refused(request, form, error)
         return [Notice(wording.refusal_text(error), "error", error)]
     request.state.vote_notes = ""
     task = ballot.task
     standing = progress(rule_from_json(task.approval_rule or {}), votes_from_json(task.votes))
     tone = "ok" if ballot.receipt.counted or not ballot.receipt.recorded else "warn"
-    return [Notice(f"{ballot.receipt.text()} {standing.text()}.", tone)]
+    text = f"{ballot.receipt.text()} {standing.text()}."
+    if subject is not None:
+        text = f"Your edit is revision {task.current_revision}, by you. {text}"
+    return [Notice(text, tone)]

@@ -605,8 +605,10 @@
       // A claim, an extension or a live refresh replaces the task's part of the page; the
       // keyboard then starts again from the Decision panel, not from the top of the page.
       if (root === body && (!document.activeElement || document.activeElement === document.body)) {
-        var heading = $("#decision-h", body);
-        if (heading) heading.focus({ preventScroll: true });
+        // A refused edit: the first field it names, to correct (Esc leaves it for the keys).
+        var refused = $('.edits [aria-invalid="true"]', body);
+        var heading = refused || $("#decision-h", body);
+        if (heading) heading.focus({ preventScroll: !refused });
       }
       startLease(body);
       restoreDraft(body);

@@ -116,6 +116,20 @@ class Resolution:
     """The door the decision came through (:data:`signoff.domain.doors.DOORS`), recorded
     in the details of its audit event."""
 
+    @property
+    def fields(self) -> list[dict[str, str]]:
+        """The fields a change request names (``[{"path", "reason"}]``), recorded in the
+        details of the decision's audit event (and so in its receipt) when there are any."""
+        return list((self.change_request or {}).get("fields") or [])
+
+    @property
+    def plain(self) -> bool:
+        """Nothing but the decision and the task's own columns: no edit (a revision), no
+        remembered approval (a grant), no fields named (details of their own). PostgreSQL
+        writes a plain decision in one statement; the rest in one transaction
+        (:func:`signoff.store.writes.core.resolve`, which decides what they record)."""
+        return self.edit is None and self.remember_seconds is None and not self.fields
+
 
 @dataclass(frozen=True)
 class Refusal:

@@ -291,6 +291,8 @@ async def resolve(
         details: dict[str, Any] = {"decision": decision.value, "door": resolution.door}
         if task.has_subject:
             details |= {"revision": task.current_revision, "digest": task.digest}
+        if resolution.fields:  # what the reviewer asked to change, and why
+            details["fields"] = resolution.fields
         if resolution.remember_seconds is not None and task.approved_digest is not None:
             grant = remembered_approval(
                 task,

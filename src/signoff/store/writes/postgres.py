@@ -114,9 +114,9 @@ class PostgresWrites(TaskWrites):
     async def resolve(
         self, lease: Lease, task_id: uuid.UUID, resolution: Resolution
     ) -> Task | Refusal:
-        if resolution.edit is not None or resolution.remember_seconds is not None:
-            # An edit writes a revision, a remembered approval a grant: one transaction
-            # (the same as SQLite's).
+        if not resolution.plain:
+            # An edit writes a revision, a remembered approval a grant, named fields
+            # details of their own: one transaction (the same as SQLite's).
             return await core.resolve(self._database, lease, task_id, resolution)
         record = await oneshot.run(
             self._database,
