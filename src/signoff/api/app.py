@@ -80,8 +80,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             database.key_cache.start()
         # Everything made at start-up (modules, routes, schemas) lives as long as the
         # process: keep it out of the cyclic collector's full passes, which otherwise walk
-        # it all again and again under load (pauses in the tail latency).
+        # it all again and again under load (pauses in the tail latency). `signoff serve`
+        # turned the collector off while it started (cli/server.py): on again from here.
         gc.freeze()
+        gc.enable()
         # The server stopping wakes every long-poll and event stream at once.
         forget = when_stopping(database.changes.drain)
         try:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -60,14 +61,24 @@ def serve(
     ] = False,
 ) -> None:
     """Migrate the database, then serve the HTTP API."""
-    # Links handed out (set-password, resume) name the port this server really listens on.
-    settings = settings_from(database_url, host=host, port=port, workers=workers).with_public_url()
-    if demo:
-        # The demo's receiver is this server itself, on loopback.
-        settings = settings.model_copy(update={"webhook_allow_private_networks": True})
-    # The demo's receiver lives in this process: one process serves the demo.
-    processes = 1 if demo else settings.serve_processes
+    # Starting makes a few hundred thousand objects that live as long as the process
+    # (modules, tables, routes, schemas) and next to no garbage, yet the cyclic collector
+    # would walk them all again and again while they are made: a quarter of the start's
+    # CPU. It stays off until the application has started (its lifespan freezes what
+    # start-up made, then turns the collector on) or the supervisor has forked, and is
+    # on again however serving ends.
+    gc.disable()
     with contextlib.ExitStack() as stack:
+        stack.callback(gc.enable)
+        # Links handed out (set-password, resume) name the port this server listens on.
+        settings = settings_from(
+            database_url, host=host, port=port, workers=workers
+        ).with_public_url()
+        if demo:
+            # The demo's receiver is this server itself, on loopback.
+            settings = settings.model_copy(update={"webhook_allow_private_networks": True})
+        # The demo's receiver lives in this process: one process serves the demo.
+        processes = 1 if demo else settings.serve_processes
         if processes > 1:
             # The server processes are forked from this one, and Prometheus' multi-process
             # mode is chosen when prometheus_client is first imported: the directory first.
@@ -223,6 +234,7 @@ def _serve_processes(config: uvicorn.Config) -> None:
 
         def init_processes(self) -> None:
             super().init_processes()
+            gc.enable()  # the processes are forked: the supervisor collects again
             # This process's metric files (its imports made them, with zeros) hold no
             # server's values: a gauge reported as the processes' minimum would read 0.
             for stale in Path(os.environ[MULTIPROCESS_DIR]).glob(f"*_{os.getpid()}.db"):

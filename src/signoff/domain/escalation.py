@@ -24,15 +24,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
-
-import jsonschema_rs
-from jsonschema import Draft7Validator, FormatChecker
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from signoff.domain.digests import json_digest, precheck_hash_matches
 from signoff.domain.json_input import join_path
 from signoff.errors import ErrorCode, FieldError, Unprocessable, validation_error
+
+if TYPE_CHECKING:
+    import jsonschema_rs
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import ValidationError
+
+# jsonschema and jsonschema-rs are imported by the validators, built at the first check:
+# a server starts without them.
 
 #: Fields the server sets; a request that tries to set them is refused, never applied.
 READ_ONLY_FIELDS: tuple[str, ...] = (
@@ -94,6 +98,8 @@ def contract_schema() -> dict[str, Any]:
 
 @cache
 def _validator() -> Draft7Validator:
+    from jsonschema import Draft7Validator, FormatChecker
+
     return Draft7Validator(contract_schema(), format_checker=FormatChecker())
 
 
@@ -111,6 +117,9 @@ def _fast_validator() -> jsonschema_rs.Draft7Validator:
     (the common case) costs microseconds; any other is described by :func:`_validator`,
     so errors, paths and messages stay those of ``jsonschema``. A test holds the two to
     the same verdict on generated and mutated bodies."""
+    import jsonschema_rs
+    from jsonschema import FormatChecker
+
     checker = FormatChecker()
 
     def conforms(name: str) -> Any:

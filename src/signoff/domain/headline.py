@@ -23,17 +23,16 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from babel import Locale, UnknownLocaleError
-from babel.dates import format_date, format_time
-from babel.numbers import format_currency, format_decimal, list_currencies
 from jsonpointer import JsonPointer, JsonPointerException
-from jsonschema import Draft7Validator
 
 from signoff.domain.json_input import join_path
 from signoff.errors import ErrorCode, FieldError, Unprocessable, validation_error
+
+if TYPE_CHECKING:
+    from jsonschema import Draft7Validator
 
 FIELD_TYPES = ("money", "date", "person", "link", "text")
 MAX_TITLE_TEMPLATE = 200
@@ -88,6 +87,8 @@ HEADLINE_FIELDS_SCHEMA: dict[str, Any] = {
 
 @cache
 def _validator() -> Draft7Validator:
+    from jsonschema import Draft7Validator  # at the first check: a server starts without it
+
     return Draft7Validator(HEADLINE_FIELDS_SCHEMA)
 
 
@@ -192,6 +193,8 @@ def _bad_pointer(pointer: str) -> bool:
 
 @cache
 def _currencies() -> frozenset[str]:
+    from babel.numbers import list_currencies
+
     return frozenset(list_currencies())
 
 
@@ -366,6 +369,8 @@ class ShownHeadline:
 
 def pick_locale(accept_language: str | None) -> str:
     """The reader's locale from an ``Accept-Language`` header (the first Babel knows)."""
+    from babel import Locale, UnknownLocaleError  # Babel: at the first page, not at start
+
     for part in (accept_language or "").split(","):
         tag = part.split(";")[0].strip().replace("-", "_")
         if not tag or tag == "*":
@@ -402,6 +407,9 @@ def format_field(field: dict[str, Any], locale: str) -> str:
 
 def format_value(kind: str, value: Any, currency: str | None, locale: str) -> str:
     """One value as a reader of ``locale`` reads it."""
+    from babel.dates import format_date, format_time
+    from babel.numbers import format_currency, format_decimal
+
     if kind == "money" and currency is not None:
         amount = _amount(value)
         if amount is not None:

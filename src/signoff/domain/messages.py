@@ -9,8 +9,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from babel.dates import format_datetime, format_timedelta
-
 #: How many top-level fields of the input snapshot a message shows.
 SNAPSHOT_FIELDS = 8
 #: Longest single value shown, in characters.
@@ -40,6 +38,8 @@ KIND_TITLES = {
 
 def when_text(at: datetime | str | None, now: datetime) -> str:
     """A moment as people read it: ``5 Dec, 14:05 UTC (in 3 hours)``."""
+    from babel.dates import format_datetime, format_timedelta  # at the first message
+
     if at is None:
         return "none"
     if isinstance(at, str):

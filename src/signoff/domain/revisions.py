@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
-from typing import Any
-
-from jsonschema import Draft7Validator
+from typing import TYPE_CHECKING, Any
 
 from signoff.domain.decisions import AfterRevision, RefusalReason, rule_for
 from signoff.domain.json_input import join_path
 from signoff.domain.states import Decision, TaskStatus
 from signoff.domain.tasks import Task
 from signoff.errors import Conflict, ErrorCode, FieldError, validation_error
+
+if TYPE_CHECKING:
+    from jsonschema import Draft7Validator
 
 #: The action every subject has when it names none.
 DEFAULT_ACTION_ID = "execute"
@@ -77,6 +78,8 @@ SUBJECT_FIELDS_SCHEMA: dict[str, Any] = {
 
 @cache
 def _validator() -> Draft7Validator:
+    from jsonschema import Draft7Validator  # at the first check: a server starts without it
+
     return Draft7Validator(SUBJECT_FIELDS_SCHEMA)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
-
-from jsonschema import Draft7Validator, FormatChecker
+from typing import TYPE_CHECKING, Any
 
 from signoff.domain.json_input import join_path
 from signoff.domain.policies import Timeout, TimeoutOutcome
 from signoff.errors import ErrorCode, FieldError, Unprocessable, validation_error
+
+if TYPE_CHECKING:
+    from jsonschema import Draft7Validator
 
 WAITING_FIELDS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -64,6 +65,8 @@ LATEST_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
 @cache
 def _validator() -> Draft7Validator:
+    from jsonschema import Draft7Validator, FormatChecker  # at the first check, not at start
+
     return Draft7Validator(WAITING_FIELDS_SCHEMA, format_checker=FormatChecker())
 
 
