@@ -24,6 +24,14 @@ import httpx
 
 PG_SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 ADMIN_KEY = "bench-admin-key-0123456789abcdef"
+#: The encryption key files of the runs' databases (private to this user).
+KEYS = Path(tempfile.gettempdir()) / "signoff-bench-keys"
+
+
+def _key_file(database_url: str) -> Path:
+    KEYS.mkdir(mode=0o700, exist_ok=True)
+    name = Path(database_url.rsplit("/", 1)[-1].split("?", 1)[0] or "database").name
+    return KEYS / f"{name}.key"
 
 
 def pg_url(database: str) -> str:
@@ -62,6 +70,9 @@ def _service_env(database_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
     env |= {
         "SIGNOFF_DATABASE_URL": database_url,
+        # One key file per database for every process of a run (`migrate` and each
+        # `serve` start in different folders; the default is the working folder's).
+        "SIGNOFF_KEY_FILE": str(_key_file(database_url)),
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "info"),  # the default
         **(

@@ -3,11 +3,11 @@ get in."""
 
 from __future__ import annotations
 
-from signoff.crypto import key_file_path, load_keyring
+from signoff.crypto import KeyringError, SecretUnavailable, key_file_path, load_keyring
 from signoff.domain.clock import Clock, SystemClock
 from signoff.private_files import refuse_exposed, refuse_exposed_sqlite, sqlite_path
 from signoff.services.context import ServiceContext
-from signoff.services.evidence import ensure_signing_key
+from signoff.services.evidence import usable_signing_key
 from signoff.services.keys import ensure_admin_key
 from signoff.services.secrets import reencrypt_with_newest_key
 from signoff.settings import Settings
@@ -25,6 +25,9 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
     Raises:
         ExposedFile: the SQLite database (or its ``-wal``/``-shm``) or the key file is
             open to other users of the machine.
+        KeyringError: no usable encryption key, or this process's keys do not decrypt
+            the receipts' signing key (started with another key file than the database's
+            first process).
     """
     database_file = sqlite_path(settings.database_url)
     if database_file is not None:
@@ -38,7 +41,21 @@ async def prepare_database(settings: Settings, *, clock: Clock | None = None) ->
         await upgrade(database.engine, keyring=lambda: load_keyring(settings))
         context = ServiceContext(database=database, settings=settings, clock=clock or SystemClock())
         await reencrypt_with_newest_key(context)
-        await ensure_signing_key(context)
+        try:
+            await usable_signing_key(context)
+        except SecretUnavailable:
+            raise KeyringError(
+                "the receipts' signing key in the database was encrypted with another "
+                f"encryption key than this process's ({_key_source(settings)}): give this "
+                "process the key the other processes (and the first `signoff migrate` or "
+                "`signoff serve` on this database) use"
+            ) from None
         return await ensure_admin_key(context)
     finally:
         await database.dispose()
+
+
+def _key_source(settings: Settings) -> str:
+    if settings.encryption_keys:
+        return "SIGNOFF_ENCRYPTION_KEYS"
+    return f"the key file {key_file_path(settings)}"

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy.exc import IntegrityError
 
+from signoff.crypto import SecretUnavailable
 from signoff.domain.evidence import (
     TrailRecord,
     b64url,
@@ -36,6 +38,8 @@ from signoff.errors import FieldError, validation_error
 from signoff.services.common import get_task
 from signoff.services.context import ServiceContext
 from signoff.store import evidence as store
+
+log = structlog.get_logger("signoff.evidence")
 
 #: How long a process keeps the active key before it looks again (a rotation made by
 #: another process is picked up within this time, by the service clock). A retired key's
@@ -133,6 +137,16 @@ async def _signer(ctx: ServiceContext) -> _Active:
     fresh = _Active(str(row.kid), Ed25519PrivateKey.from_private_bytes(raw_key), now)
     ctx.signing_key[:] = [fresh]
     return fresh
+
+
+async def usable_signing_key(ctx: ServiceContext) -> str:
+    """The active key's id (the first start makes one), once this process has decrypted
+    its private half: a process that could not would answer every decision unsigned.
+
+    Raises:
+        SecretUnavailable: no key of this process decrypts it.
+    """
+    return (await _signer(ctx)).kid
 
 
 async def signing_key(ctx: ServiceContext) -> Ed25519PrivateKey:
@@ -282,7 +296,10 @@ async def task_receipts(ctx: ServiceContext, task_id: uuid.UUID) -> list[dict[st
 
 async def latest_receipt(ctx: ServiceContext, task_id: uuid.UUID) -> str | None:
     """The receipt of the task's newest record, signed now if it has none: one read, and
-    one insert when signed here."""
+    one insert when signed here. ``None`` too when this process cannot decrypt the
+    signing key (logged): the decision it answers is committed, and its receipt is
+    signed by the next process that can (the receipts' read and the export sign what has
+    none)."""
     async with ctx.database.transaction(write=False) as uow:
         newest = await store.newest_record(uow.connection, task_id)
     if newest is None or not newest[0].hash:
@@ -290,7 +307,11 @@ async def latest_receipt(ctx: ServiceContext, task_id: uuid.UUID) -> str | None:
     record, receipt = newest
     if receipt is not None:
         return receipt
-    return (await _store_signed(ctx, [record])).get(record.id)
+    try:
+        return (await _store_signed(ctx, [record])).get(record.id)
+    except SecretUnavailable as error:
+        log.error("evidence.receipt_unsigned", task_id=str(task_id), reason=str(error))
+        return None
 
 
 async def checkpoint_if_due(ctx: ServiceContext) -> dict[str, Any] | None:
