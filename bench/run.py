@@ -90,7 +90,6 @@ from bench.common import (
     signoff_serve,
 )
 from bench.writes import WRITES_OPTIONS, escalation_writes_script
-from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "example-escalation.json"
@@ -635,13 +634,10 @@ def _w4_scaling(args: argparse.Namespace) -> dict[str, Any]:
 
     backlog = args.w4_backlog
     runs: dict[str, Any] = {}
-    # serve and worker run in different directories: without one key given to both, each
-    # would create its own ./signoff.key and the worker could not decrypt the endpoint's
-    # signing secret (it logs webhook.secret_undecryptable and sends nothing).
-    shared = {
-        "SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
-        "SIGNOFF_ENCRYPTION_KEYS": Fernet.generate_key().decode("ascii"),
-    }
+    # migrate, serve and the worker run in different directories: they share the
+    # database's one key file (bench/common.py), or the worker could not decrypt the
+    # endpoint's signing secret.
+    shared = {"SIGNOFF_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"}
     env = shared | {"SIGNOFF_RUN_WORKERS": "false"}
     with (
         fresh_pg_database("signoff_bench_w4_drain") as db,
