@@ -297,15 +297,25 @@ def _py_spy(service: Service, path: Path | None, seconds: int) -> subprocess.Pop
 def _storm(db: str, url: str, producer: str, seconds: int) -> dict[str, Any]:
     """One W3 run: the storm's figures, the tasks it added and how many of them had no
     idempotency key of their own (``extra_tasks``: must be 0)."""
-    tasks = "SELECT count(*) FROM review_tasks"
-    keys = "SELECT count(*) FROM idempotency_keys"
-    before = count(db, tasks), count(db, keys)
+    # Both counts in one snapshot: escalations still in flight when wrk stops commit
+    # between two separate counts and showed as keys without tasks.
+    both = (
+        "SELECT (SELECT count(*) FROM review_tasks) || ' '"
+        " || (SELECT count(*) FROM idempotency_keys)"
+    )
+
+    def counts() -> tuple[int, int]:
+        tasks, keys = psql(db, both).split()
+        return int(tasks), int(keys)
+
+    before = counts()
     storm = wrk(url, "escalate.lua", producer, "storm", connections=16, seconds=seconds)
-    storm["tasks_added"] = count(db, tasks) - before[0]
+    after = counts()
+    storm["tasks_added"] = after[0] - before[0]
     # Every task has exactly one idempotency key; replays and refused escalations add
     # none. (wrk stops counting responses at the deadline, so ``created`` may miss the
     # last in-flight requests: compare with keys, not with it.)
-    storm["extra_tasks"] = storm["tasks_added"] - (count(db, keys) - before[1])
+    storm["extra_tasks"] = storm["tasks_added"] - (after[1] - before[1])
     return storm
 
 
