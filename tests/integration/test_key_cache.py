@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.conftest import reset_postgres
+from tests.conftest import TEST_ENCRYPTION_KEY, reset_postgres
 from tests.support import ADMIN_KEY
 
 pytestmark = pytest.mark.postgres
@@ -36,6 +36,9 @@ def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "SIGNOFF_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "SIGNOFF_WORKERS": "1",
         "SIGNOFF_LOG_LEVEL": "warning",
+        # Replicas share one encryption key: each would otherwise make its own in its
+        # folder, and could not open the receipts' signing key the first one made.
+        "SIGNOFF_ENCRYPTION_KEYS": TEST_ENCRYPTION_KEY,
     }
     command = [sys.executable, "-m", "signoff", "serve", "--port", str(port)]
     process = subprocess.Popen(
