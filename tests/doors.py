@@ -200,6 +200,16 @@ class Deployment:
     def task_id(self, handle: str) -> str:
         return self.task_ids[handle]
 
+    def twin_labels(self, *handles: str) -> dict[str, str]:
+        """What tells twin tasks apart, each mapped to one label (for
+        :func:`door_neutral`): their ids, entity ids and idempotency keys."""
+        labels = {}
+        for handle in handles:
+            labels[self.task_id(handle)] = "<twin task>"
+            labels[self.entities[handle]] = "<twin entity>"
+            labels[self.idempotency_keys[handle]] = "<twin idempotency key>"
+        return labels
+
     def send_mail(self) -> None:
         """Send what the notifier has queued and keep each approver's newest link."""
 

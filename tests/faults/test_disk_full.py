@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,10 +48,11 @@ class Served:
     def events(self, name: str) -> list[dict[str, Any]]:
         """The log's ``name`` events, once one has come through the pipe (the server
         may write its log line after the answer it gave)."""
-        for _ in range(200):
-            if any(f'"{name}"' in line for line in list(self.lines)):
-                break
-            time.sleep(0.05)
+        wait_for(
+            lambda: any(f'"{name}"' in line for line in list(self.lines)),
+            seconds=10,
+            what=f"the log line {name}",
+        )
         found = []
         for line in list(self.lines):
             if line.startswith("{") and f'"{name}"' in line:

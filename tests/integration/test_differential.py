@@ -493,11 +493,7 @@ class Doors(RuleBasedStateMachine):
     ) -> None:
         """Twins must agree on everything; after a refused decision, on what was decided
         (the API and the console claim in a step of their own, a link does not)."""
-        labels = {}
-        for own in pair:
-            labels[engine.task_id(own)] = "<twin task>"
-            labels[engine.entities[own]] = "<twin entity>"
-            labels[engine.idempotency_keys[own]] = "<twin idempotency key>"
+        labels = engine.twin_labels(*pair)
         shots = [door_neutral(engine.snapshot(handle), labels) for handle in pair]
         if refused:
             shots = [decided_part(shot) for shot in shots]

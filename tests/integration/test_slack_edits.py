@@ -13,7 +13,7 @@ from typing import Any
 
 from signoff.domain.clock import ManualClock
 from signoff.domain.digests import json_digest
-from tests.doors import Deployment, deployment_settings, door_neutral, twin_escalation
+from tests.doors import door_neutral, twin_escalation
 from tests.integration.test_differential import differences
 from tests.integration.test_slack import (
     APPROVE,
@@ -28,9 +28,9 @@ from tests.integration.test_slack import (
     _value,
     fake,
 )
-from tests.mailbox import Mailbox
-from tests.slackfake import BOT_TOKEN, SIGNING_SECRET, SlackFake, block_action, view_submission
-from tests.support import Client, LiveServer, escalation, live_server
+from tests.integration.test_slack_doors import _card, slack_deployment
+from tests.slackfake import SIGNING_SECRET, SlackFake, block_action, view_submission
+from tests.support import Client, LiveServer, escalation
 
 __all__ = ["fake"]  # the fixture, shared with tests/integration/test_slack.py
 
@@ -82,93 +82,65 @@ def test_edit_and_approve_leaves_the_row_trail_and_outbox_of_an_api_edit(
     database_url: str, clock: ManualClock, fake: SlackFake
 ) -> None:
     edited = SUBJECT | {"amount": 90}
-    with Mailbox() as mailbox:
-        settings = deployment_settings(
-            database_url,
-            mailbox,
-            slack_bot_token=BOT_TOKEN,
-            slack_api_url=fake.api_url,
-            slack_signing_secret=SIGNING_SECRET,
-            slack_default_channel=CHANNEL,
-            dispatcher_poll_seconds=0.1,
+    with slack_deployment(database_url, clock, fake) as (server, deployment):
+        for handle in ("api", "slack"):
+            body = twin_escalation(subject=SUBJECT, editable=EDITABLE, approval_ttl_seconds=3600)
+            assert deployment.escalate(handle, body).status == 201
+        ts, card = _card(fake, deployment.task_id("slack"))
+        # The same instant of the shared clock for both: times must agree too.
+        assert deployment.claim("alice", "api").status == 200
+        by_api = deployment.api["alice"].resolve(
+            deployment.task_id("api"),
+            deployment.leases[("alice", "api")],
+            {
+                "decision": "APPROVED_WITH_EDITS",
+                "operator_id": "alice",
+                "revision": 1,
+                "digest": json_digest(SUBJECT),
+                "subject": edited,
+                "notes": "10 less, as agreed",
+            },
         )
-        with live_server(settings, clock) as server:
-            deployment = Deployment("only", server, mailbox)
-            deployment.populate()
-            with server.admin() as admin:
-                linked = admin.patch("/users/alice", json={"email": "alice@example.org"})
-                assert linked.status_code == 200, linked.text
-            try:
-                for handle in ("api", "slack"):
-                    body = twin_escalation(
-                        subject=SUBJECT, editable=EDITABLE, approval_ttl_seconds=3600
-                    )
-                    assert deployment.escalate(handle, body).status == 201
-                call = fake.wait_for(
-                    "chat.postMessage",
-                    lambda c: deployment.task_id("slack") in json.dumps(c.params),
-                )[-1]
-                ts, card = str(call.answer["ts"]), call.params
-                # The same instant of the shared clock for both: times must agree too.
-                assert deployment.claim("alice", "api").status == 200
-                by_api = deployment.api["alice"].resolve(
-                    deployment.task_id("api"),
-                    deployment.leases[("alice", "api")],
-                    {
-                        "decision": "APPROVED_WITH_EDITS",
-                        "operator_id": "alice",
-                        "revision": 1,
-                        "digest": json_digest(SUBJECT),
-                        "subject": edited,
-                        "notes": "10 less, as agreed",
-                    },
-                )
-                assert by_api.status_code == 200, by_api.text
-                modal = _open(server, fake, "U_ALICE", ts, _value(card))
-                answer = _submit(
-                    server,
-                    fake,
-                    "U_ALICE",
-                    modal,
-                    notes="10 less, as agreed",
-                    **{"edit:/amount": "90"},
-                )
-                assert not answer, answer  # the modal closes
-                fake.wait_for(
-                    "chat.update",
-                    lambda c: c.params["ts"] == ts and "alice in Slack" in json.dumps(c.params),
-                )
-                labels = {}
-                for own in ("api", "slack"):
-                    labels[deployment.task_id(own)] = "<twin task>"
-                    labels[deployment.entities[own]] = "<twin entity>"
-                    labels[deployment.idempotency_keys[own]] = "<twin idempotency key>"
-                shots = [deployment.snapshot(handle) for handle in ("api", "slack")]
-                doors = [
-                    [e["details"].get("door") for e in shot.trail if e["action"] == "resolve"]
-                    for shot in shots
-                ]
-                assert doors == [["api"], ["slack"]], doors
-                api_shot, slack_shot = (door_neutral(shot, labels) for shot in shots)
-                assert slack_shot.row["decision"] == "APPROVED_WITH_EDITS"
-                assert slack_shot.row["operator_id"] == "alice"
-                assert slack_shot.row["current_revision"] == 2
-                assert slack_shot.row["approved_digest"] == json_digest(edited)
-                for part in ("row", "trail", "outbox"):
-                    diff = differences(getattr(api_shot, part), getattr(slack_shot, part))
-                    assert not diff, f"the {part} differs:\n" + "\n".join(diff)
-                revision = deployment.producer.get(
-                    f"/tasks/{deployment.task_id('slack')}/revisions/2"
-                ).json()
-                assert (revision["subject"], revision["created_by"]) == (edited, "alice")
-                (action,) = server.rows("chat_actions", decision="APPROVED_WITH_EDITS")
-                assert (action["chat_user"], action["principal_id"], action["outcome"]) == (
-                    "U_ALICE",
-                    "alice",
-                    "recorded",
-                )
-            finally:
-                deployment.close()
+        assert by_api.status_code == 200, by_api.text
+        modal = _open(server, fake, "U_ALICE", ts, _value(card))
+        answer = _submit(
+            server,
+            fake,
+            "U_ALICE",
+            modal,
+            notes="10 less, as agreed",
+            **{"edit:/amount": "90"},
+        )
+        assert not answer, answer  # the modal closes
+        fake.wait_for(
+            "chat.update",
+            lambda c: c.params["ts"] == ts and "alice in Slack" in json.dumps(c.params),
+        )
+        labels = deployment.twin_labels("api", "slack")
+        shots = [deployment.snapshot(handle) for handle in ("api", "slack")]
+        doors = [
+            [e["details"].get("door") for e in shot.trail if e["action"] == "resolve"]
+            for shot in shots
+        ]
+        assert doors == [["api"], ["slack"]], doors
+        api_shot, slack_shot = (door_neutral(shot, labels) for shot in shots)
+        assert slack_shot.row["decision"] == "APPROVED_WITH_EDITS"
+        assert slack_shot.row["operator_id"] == "alice"
+        assert slack_shot.row["current_revision"] == 2
+        assert slack_shot.row["approved_digest"] == json_digest(edited)
+        for part in ("row", "trail", "outbox"):
+            diff = differences(getattr(api_shot, part), getattr(slack_shot, part))
+            assert not diff, f"the {part} differs:\n" + "\n".join(diff)
+        revision = deployment.producer.get(
+            f"/tasks/{deployment.task_id('slack')}/revisions/2"
+        ).json()
+        assert (revision["subject"], revision["created_by"]) == (edited, "alice")
+        (action,) = server.rows("chat_actions", decision="APPROVED_WITH_EDITS")
+        assert (action["chat_user"], action["principal_id"], action["outcome"]) == (
+            "U_ALICE",
+            "alice",
+            "recorded",
+        )
 
 
 def test_the_edit_modal_and_its_refusals(

@@ -7,7 +7,6 @@ fake of Slack (tests/slackfake.py)."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -25,6 +24,7 @@ from tests.integration.test_slack import (
     fake,
 )
 from tests.integration.test_waiting import sweep
+from tests.processes import wait_for
 from tests.slackfake import SIGNING_SECRET, SlackFake
 from tests.support import LiveServer
 
@@ -35,13 +35,14 @@ def _row(
     server: LiveServer, task_id: str, check: Callable[[dict[str, Any]], bool], **where: Any
 ) -> dict[str, Any]:
     """The task's delivery row (of ``where``) once ``check`` holds for it."""
-    deadline = time.monotonic() + 15
-    while True:
-        rows = server.rows("chat_deliveries", task_id=uuid.UUID(task_id), **where)
-        if len(rows) == 1 and check(rows[0]):
-            return rows[0]
-        assert time.monotonic() < deadline, f"the delivery never got there: {rows}"
-        time.sleep(0.05)
+    found: list[dict[str, Any]] = []
+
+    def there() -> bool:
+        found[:] = server.rows("chat_deliveries", task_id=uuid.UUID(task_id), **where)
+        return len(found) == 1 and check(found[0])
+
+    wait_for(there, seconds=15, what="the delivery row")
+    return found[0]
 
 
 def _posts(fake: SlackFake, task_id: str, channel: str = CHANNEL) -> list[dict[str, Any]]:
@@ -58,10 +59,7 @@ def _cursor(server: LiveServer) -> Any:
 
 def _read(server: LiveServer, before: Any) -> None:
     """Wait until the door has read the outbox past ``before``."""
-    deadline = time.monotonic() + 15
-    while _cursor(server) == before:
-        assert time.monotonic() < deadline, "the outbox was not read"
-        time.sleep(0.05)
+    wait_for(lambda: _cursor(server) != before, seconds=15, what="the door to read the outbox")
 
 
 def test_a_post_whose_answer_was_lost_is_one_card(
